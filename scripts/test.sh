@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Installs liedyn_ros with its test dependencies into .venv and runs the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e ".[test]"
+.venv/bin/python -m pytest -q test "$@"

@@ -1,0 +1,41 @@
+"""ament_python package; `pip install -e .[test]` works without ROS (ROS deps live in package.xml)."""
+from glob import glob
+
+from setuptools import find_packages, setup
+
+package_name = "liedyn_ros"
+
+setup(
+    name=package_name,
+    version="0.1.0",
+    packages=find_packages(exclude=["test", "test.*", "benchmarks"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
+        ("share/" + package_name, ["package.xml"]),
+        ("share/" + package_name + "/launch", glob("launch/*.launch.py")),
+        ("share/" + package_name + "/config", glob("config/*.yaml")),
+    ],
+    python_requires=">=3.10",
+    install_requires=[
+        "numpy>=1.23",
+        "scipy>=1.9",
+        "numba>=0.58",
+        "rosbags>=0.10",
+        "matplotlib>=3.5",
+        "tqdm>=4.60",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=7",
+            "pin>=3.0",
+            "example-robot-data>=4.1",
+            "mypy>=1.8",
+        ],
+    },
+    zip_safe=True,
+    maintainer="liedyn_ros developers",
+    maintainer_email="liedyn@example.com",
+    description="Lie-group rigid-body dynamics for ROS 2 robots",
+    license="Apache-2.0",
+    entry_points={"console_scripts": []},
+)
