@@ -1,0 +1,121 @@
+"""Input checks at the boundary of every algorithm: clear ValueErrors, never garbage out.
+
+`prepare` validates and broadcasts the arguments of an algorithm call and flattens the leading
+batch dimensions, so that the algorithms work on arrays of shape (B, ...) only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .model import Model
+from .spatial import Ad_inv
+
+__all__ = ["Batch", "prepare", "check_vector", "check_pose", "check_f_ext"]
+
+
+def check_vector(name: str, x, length: int) -> np.ndarray:
+    """x as a float array of shape (..., length) with finite entries, else ValueError."""
+    try:
+        arr = np.asarray(x, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: not an array of numbers ({exc})") from exc
+    if arr.ndim == 0 or arr.shape[-1] != length:
+        raise ValueError(f"{name}: expected length {length} in the last dimension, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name}: contains NaN or infinite values")
+    return arr
+
+
+def check_pose(name: str, T, tol: float = 1e-6) -> np.ndarray:
+    """T as a (..., 4, 4) homogeneous matrix in SE(3), else ValueError."""
+    try:
+        arr = np.asarray(T, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: not an array of numbers ({exc})") from exc
+    if arr.ndim < 2 or arr.shape[-2:] != (4, 4):
+        raise ValueError(f"{name}: expected shape (..., 4, 4), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name}: contains NaN or infinite values")
+    R = arr[..., :3, :3]
+    if np.max(np.abs(R @ np.swapaxes(R, -1, -2) - np.eye(3)), initial=0.0) > tol:
+        raise ValueError(f"{name}: rotation part is not orthonormal (R R^T != I)")
+    if np.min(np.linalg.det(R), initial=1.0) < 0:
+        raise ValueError(f"{name}: rotation part has determinant -1 (a reflection, not in SE(3))")
+    if np.max(np.abs(arr[..., 3, :] - np.array([0.0, 0.0, 0.0, 1.0])), initial=0.0) > tol:
+        raise ValueError(f"{name}: last row must be [0, 0, 0, 1]")
+    return arr
+
+
+def check_f_ext(model: Model, f_ext) -> dict[str, np.ndarray]:
+    if f_ext is None:
+        return {}
+    if not isinstance(f_ext, dict):
+        raise ValueError("f_ext: expected a dict mapping link names to wrenches (m, f)")
+    out = {}
+    for link, w in f_ext.items():
+        if link not in model.link_frames:
+            raise ValueError(f"f_ext: unknown link {link!r}")
+        out[link] = check_vector(f"f_ext[{link!r}]", w, 6)
+    return out
+
+
+@dataclass
+class Batch:
+    """Arguments of one call, validated, broadcast and flattened to a batch of B samples."""
+
+    shape: tuple[int, ...]  # the caller's leading batch shape, restored on output
+    q: np.ndarray  # (B, n)
+    vectors: list[np.ndarray]  # each (B, nv)
+    base_pose: np.ndarray  # (B, 4, 4): identity for a fixed base
+    f_body: np.ndarray | None  # (B, nb, 6) external wrenches on the bodies, in body frames
+    f_base: np.ndarray | None  # (B, 6) external wrench on the root link (floating base only)
+
+    def restore(self, x: np.ndarray) -> np.ndarray:
+        """Give x of shape (B, ...) the caller's batch shape back."""
+        return x.reshape(self.shape + x.shape[1:])
+
+
+def prepare(model: Model, q, vectors: dict[str, object] | None = None, *, base_pose=None,
+            f_ext=None, needs_pose: bool = True) -> Batch:
+    """Validate (q, vectors..., base_pose, f_ext) and flatten their common batch dimensions."""
+    q = check_vector("q", q, model.n)
+    vecs = [check_vector(name, x, model.nv) for name, x in (vectors or {}).items()]
+    shapes = [q.shape[:-1]] + [x.shape[:-1] for x in vecs]
+    if model.floating_base:
+        if base_pose is None:
+            if needs_pose:
+                raise ValueError("base_pose: required for a floating-base model (4x4 T_world_base)")
+            base_pose = np.eye(4)
+        pose = check_pose("base_pose", base_pose)
+        shapes.append(pose.shape[:-2])
+    else:
+        if base_pose is not None:
+            raise ValueError("base_pose: this model has a fixed base; pass base_pose only to floating-base models")
+        pose = np.eye(4)
+    fext = check_f_ext(model, f_ext)
+    shapes += [w.shape[:-1] for w in fext.values()]
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError as exc:
+        raise ValueError(f"batch dimensions do not broadcast: {shapes}") from exc
+    B = int(np.prod(shape, dtype=np.int64))
+
+    def flat(x: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
+        return np.ascontiguousarray(np.broadcast_to(x, shape + tail).reshape((B,) + tail))
+
+    f_body = f_base = None
+    if fext:
+        f_body = np.zeros((B, model.nb, 6))
+        f_base = np.zeros((B, 6))
+        for link, w in fext.items():
+            body, T = model.link_frames[link]
+            # A wrench on link L, moved to the frame of the body L is merged into: Ad_{T_body_L^-1}^T F.
+            Fb = flat(w, (6,)) @ Ad_inv(T)
+            if body < 0:
+                f_base += Fb
+            else:
+                f_body[:, body] += Fb
+    return Batch(shape, flat(q, (model.n,)), [flat(x, (model.nv,)) for x in vecs], flat(pose, (4, 4)),
+                 f_body, f_base)
