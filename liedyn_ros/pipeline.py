@@ -1,0 +1,818 @@
+"""ROS-free message-to-dynamics pipeline shared by the ROS 2 node and the bag replay.
+
+Nothing here imports rclpy or any message package: messages are read by attribute (duck
+typing), so the same code accepts rclpy messages (``array.array`` fields), rosbags typestore
+messages (``numpy`` fields) and plain test objects. Output messages are built by
+:class:`OutputMessageFactory` from a :class:`MessageClasses` bundle, which the node fills with
+rclpy classes and the replay with rosbags typestore classes.
+
+Data flow for one JointState::
+
+    JointStateDecoder.decode(msg)         -> JointSample (stamp ns, q, qd, effort in model order)
+    odometry pairing (floating base)      -> base_pose T_world_base, base twist (omega, v)
+    acceleration source                   -> a (zero | estimated | reference)
+    compute_outputs(model, q, v, a, ...)  -> DynamicsOutputs (batched numpy, core calls)
+    OutputMessageFactory.build(output)    -> {topic: message}
+
+Conventions (shared/CONVENTIONS.md): twists (omega, v), wrenches (m, f), angular first;
+the floating-base generalized velocity is the Odometry twist in child_frame_id, reordered
+angular-first; output stamps copy the JointState stamp.
+"""
+from __future__ import annotations
+
+import enum
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from liedyn_ros import core
+
+FloatArray = NDArray[np.float64]
+Logger = Callable[[str], None]
+
+NS_PER_S = 1_000_000_000
+
+# Output topic names (relative, in the node's namespace); the replay prefixes them.
+TOPIC_FEEDFORWARD = "feedforward_torque"
+TOPIC_GRAVITY = "gravity_torque"
+TOPIC_PREDICTED_ACCELERATION = "predicted_acceleration"
+TOPIC_BASE_WRENCH = "base_wrench"
+TOPIC_BASE_ACCELERATION = "predicted_base_acceleration"
+TOPIC_EFFORT_COMMAND = "effort_command"
+
+
+class Model(Protocol):
+    """What the pipeline needs from ``liedyn_ros.core.load_urdf``'s model."""
+
+    joint_names: tuple[str, ...]
+    floating_base: bool
+    root_link: str
+    n: int
+    nv: int
+
+
+# --------------------------------------------------------------------------------------
+# Skip reasons and configuration
+# --------------------------------------------------------------------------------------
+
+
+class SkipReason(str, enum.Enum):
+    """Why a message produced no output. The value is the counter / diagnostics key."""
+
+    MISSING_JOINT = "missing_joint"            # a model joint is not in the JointState
+    DUPLICATE_JOINT = "duplicate_joint"        # a name appears twice: ambiguous, never guess
+    LENGTH_MISMATCH = "length_mismatch"        # position/velocity/effort length != name length
+    MISSING_VELOCITY = "missing_velocity"      # empty velocity array (Coriolis needs qd)
+    NAN = "nan"                                # non-finite q or qd (or effort) of a model joint
+    NO_ODOMETRY = "no_odometry"                # floating base, no odometry received yet
+    STALE_ODOMETRY = "stale_odometry"          # latest odometry further than odom_max_age
+    BAD_ODOMETRY = "bad_odometry"              # odometry with NaN or a degenerate quaternion
+    ESTIMATOR_WARMUP = "estimator_warmup"      # estimated qdd needs a few samples first
+    NO_REFERENCE = "no_reference"              # reference source, no trajectory received yet
+    STALE_REFERENCE = "stale_reference"        # reference older than reference_max_age
+    BAD_REFERENCE = "bad_reference"            # trajectory without points, NaN, missing joint
+    COMPUTE_ERROR = "compute_error"            # the core rejected the input (ValueError)
+
+
+class AccelerationSource(str, enum.Enum):
+    """Where the joint accelerations fed to RNEA come from."""
+
+    ZERO = "zero"            # gravity + Coriolis feedforward
+    ESTIMATED = "estimated"  # causal filtered differentiation of measured velocities
+    REFERENCE = "reference"  # computed-torque feedforward from the latest JointTrajectory
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Pipeline settings; field names match the node's ROS parameters.
+
+    ``odom_max_age``, ``estimator_window``, ``reference_max_age`` and ``warn_period`` are in
+    seconds. ``reference_max_age`` <= 0 disables the reference age check. ``command_joints``
+    empty means the model's joint order. ``base_link`` empty means the model's root link.
+    """
+
+    acceleration_source: AccelerationSource = AccelerationSource.ZERO
+    odom_max_age: float = 0.02
+    estimator_window: float = 0.05
+    estimator_min_samples: int = 3
+    reference_max_age: float = 1.0
+    base_link: str = ""
+    publish_feedforward: bool = True
+    publish_gravity: bool = True
+    publish_predicted_acceleration: bool = True
+    publish_base_outputs: bool = True
+    publish_effort_command: bool = False
+    command_joints: tuple[str, ...] = ()
+    warn_period: float = 5.0
+
+    def __post_init__(self) -> None:
+        # Accept the plain string a ROS parameter gives, and fail on anything else.
+        try:
+            source = AccelerationSource(self.acceleration_source)
+        except ValueError:
+            choices = ", ".join(s.value for s in AccelerationSource)
+            raise ValueError(
+                f"acceleration_source: {self.acceleration_source!r} is not one of {choices}"
+            ) from None
+        object.__setattr__(self, "acceleration_source", source)
+        object.__setattr__(self, "command_joints", tuple(self.command_joints))
+        _require_positive("odom_max_age", self.odom_max_age)
+        _require_positive("estimator_window", self.estimator_window)
+        _require_positive("warn_period", self.warn_period, allow_zero=True)
+        if self.estimator_min_samples < 2:
+            raise ValueError(
+                f"estimator_min_samples: {self.estimator_min_samples} < 2, a slope needs two samples"
+            )
+        if not math.isfinite(self.reference_max_age):
+            raise ValueError(f"reference_max_age: {self.reference_max_age} is not finite")
+
+
+def _require_positive(name: str, value: float, *, allow_zero: bool = False) -> None:
+    ok = math.isfinite(value) and (value >= 0.0 if allow_zero else value > 0.0)
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name}: {value} must be finite and {bound}")
+
+
+# --------------------------------------------------------------------------------------
+# Decoding JointState
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JointSample:
+    """One JointState reordered to the model's joints. ``effort`` is None when absent."""
+
+    stamp_ns: int
+    frame_id: str
+    q: FloatArray
+    qd: FloatArray
+    effort: FloatArray | None
+
+
+def stamp_to_ns(stamp: Any) -> int:
+    """builtin_interfaces/Time (``sec``, ``nanosec``) -> integer nanoseconds."""
+    return int(stamp.sec) * NS_PER_S + int(stamp.nanosec)
+
+
+def as_float_array(values: Any) -> FloatArray:
+    """A float64[] field (array.array, numpy array or list) as a float64 numpy array."""
+    # np.asarray reads array.array through the buffer protocol without a Python loop.
+    return np.asarray(values, dtype=np.float64)
+
+
+class JointStateDecoder:
+    """Matches JointState entries to the model's joints by name.
+
+    The name -> index mapping is cached per name tuple, since a driver sends the same list
+    every time. Extra joints (grippers, mimic joints, which the core derives from their
+    leaders) are ignored. Bad samples give a :class:`SkipReason` instead of a sample.
+    """
+
+    _CACHE_LIMIT = 32  # a publisher that changes its name list every message must not grow memory
+
+    def __init__(self, model: Model) -> None:
+        self._joint_names = tuple(model.joint_names)
+        self._index_cache: dict[tuple[str, ...], NDArray[np.intp] | SkipReason] = {}
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        return self._joint_names
+
+    def indices(self, names: Sequence[str]) -> NDArray[np.intp] | SkipReason:
+        """Positions of the model joints in ``names``, or why they cannot be found."""
+        key = tuple(names)
+        cached = self._index_cache.get(key)
+        if cached is None:
+            cached = self._build_indices(key)
+            if len(self._index_cache) >= self._CACHE_LIMIT:
+                self._index_cache.clear()
+            self._index_cache[key] = cached
+        return cached
+
+    def _build_indices(self, names: tuple[str, ...]) -> NDArray[np.intp] | SkipReason:
+        position = {name: i for i, name in enumerate(names)}
+        if len(position) != len(names):
+            return SkipReason.DUPLICATE_JOINT
+        try:
+            return np.array([position[j] for j in self._joint_names], dtype=np.intp)
+        except KeyError:
+            return SkipReason.MISSING_JOINT
+
+    def missing_joints(self, names: Sequence[str]) -> list[str]:
+        """Model joints absent from ``names`` (for warning texts)."""
+        present = set(names)
+        return [j for j in self._joint_names if j not in present]
+
+    def decode(self, msg: Any) -> JointSample | SkipReason:
+        """sensor_msgs/JointState -> :class:`JointSample` in model order, or a skip reason."""
+        idx = self.indices(msg.name)
+        if isinstance(idx, SkipReason):
+            return idx
+        n_names = len(msg.name)
+        position = as_float_array(msg.position)
+        velocity = as_float_array(msg.velocity)
+        effort = as_float_array(msg.effort)
+        if position.shape[0] != n_names or effort.shape[0] not in (0, n_names):
+            return SkipReason.LENGTH_MISMATCH
+        if velocity.shape[0] == 0:
+            return SkipReason.MISSING_VELOCITY
+        if velocity.shape[0] != n_names:
+            return SkipReason.LENGTH_MISMATCH
+        q, qd = position[idx], velocity[idx]
+        tau = effort[idx] if effort.shape[0] else None
+        if not (np.isfinite(q).all() and np.isfinite(qd).all()):
+            return SkipReason.NAN
+        if tau is not None and not np.isfinite(tau).all():
+            return SkipReason.NAN
+        header = msg.header
+        return JointSample(stamp_to_ns(header.stamp), str(header.frame_id), q, qd, tau)
+
+
+# --------------------------------------------------------------------------------------
+# Odometry and reference decoding
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BaseState:
+    """Floating-base state from nav_msgs/Odometry: T_world_base and the body twist (omega, v)."""
+
+    stamp_ns: int
+    child_frame_id: str
+    pose: FloatArray
+    twist: FloatArray
+
+
+def decode_odometry(msg: Any) -> BaseState | SkipReason:
+    """nav_msgs/Odometry -> :class:`BaseState`. The twist is reordered angular-first."""
+    p = msg.pose.pose.position
+    o = msg.pose.pose.orientation
+    lin, ang = msg.twist.twist.linear, msg.twist.twist.angular
+    position = np.array([p.x, p.y, p.z], dtype=np.float64)
+    quat = np.array([o.x, o.y, o.z, o.w], dtype=np.float64)
+    twist = np.array([ang.x, ang.y, ang.z, lin.x, lin.y, lin.z], dtype=np.float64)
+    if not (np.isfinite(position).all() and np.isfinite(quat).all() and np.isfinite(twist).all()):
+        return SkipReason.BAD_ODOMETRY
+    norm = float(np.linalg.norm(quat))
+    # Estimators publish quaternions normalised to float precision; anything far off is a bug
+    # upstream (for instance an all-zero default quaternion), not rounding.
+    if abs(norm - 1.0) > 1e-3:
+        return SkipReason.BAD_ODOMETRY
+    pose = np.asarray(core.pose_from_position_quaternion(position, quat / norm), dtype=np.float64)
+    return BaseState(stamp_to_ns(msg.header.stamp), str(msg.child_frame_id), pose, twist)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """First point of a trajectory_msgs/JointTrajectory, in model order."""
+
+    stamp_ns: int
+    q: FloatArray
+    qd: FloatArray
+    qdd: FloatArray
+
+
+def decode_reference(msg: Any, decoder: JointStateDecoder, stamp_ns: int) -> Reference | SkipReason:
+    """JointTrajectory -> :class:`Reference` at its first point.
+
+    Empty ``velocities``/``accelerations`` mean zero (a hold-position point); positions are
+    required. ``stamp_ns`` is the stamp used for the age check.
+    """
+    if len(msg.points) == 0:
+        return SkipReason.BAD_REFERENCE
+    idx = decoder.indices(msg.joint_names)
+    if isinstance(idx, SkipReason):
+        return SkipReason.BAD_REFERENCE
+    point = msg.points[0]
+    n_names = len(msg.joint_names)
+    arrays = []
+    for name in ("positions", "velocities", "accelerations"):
+        values = as_float_array(getattr(point, name))
+        if values.shape[0] == 0 and name != "positions":
+            values = np.zeros(n_names)
+        if values.shape[0] != n_names or not np.isfinite(values).all():
+            return SkipReason.BAD_REFERENCE
+        arrays.append(values[idx])
+    return Reference(stamp_ns, arrays[0], arrays[1], arrays[2])
+
+
+# --------------------------------------------------------------------------------------
+# Acceleration estimation
+# --------------------------------------------------------------------------------------
+
+
+class AccelerationEstimator:
+    """Causal velocity differentiation by a least-squares line over a time window.
+
+    At each new sample (t_k, v_k) it fits v = c + a t to the samples with t in
+    (t_k - window, t_k] and returns the slope a. Using the actual stamps (not a nominal
+    period) makes it insensitive to jitter; the least-squares fit averages out velocity noise.
+    The estimate lags by about window / 2. The history is reset when time goes backwards
+    (bag loop, sim reset) or jumps by more than the window (a gap would bridge two motions);
+    a repeated stamp replaces the previous sample.
+    """
+
+    def __init__(self, window_s: float, min_samples: int = 3) -> None:
+        self._window_ns = int(round(window_s * NS_PER_S))
+        self._min_samples = min_samples
+        self._stamps: deque[int] = deque()
+        self._values: deque[FloatArray] = deque()
+
+    def reset(self) -> None:
+        self._stamps.clear()
+        self._values.clear()
+
+    def update(self, stamp_ns: int, v: FloatArray) -> FloatArray | None:
+        """Add a sample; returns dv/dt, or None while fewer than ``min_samples`` are held."""
+        self._append(stamp_ns, np.asarray(v, dtype=np.float64))
+        if len(self._stamps) < self._min_samples:
+            return None
+        t = (np.fromiter(self._stamps, dtype=np.int64, count=len(self._stamps)) - stamp_ns) * 1e-9
+        values = np.stack(self._values)
+        t_centered = t - t.mean()
+        denominator = float(t_centered @ t_centered)
+        return np.asarray((t_centered @ (values - values.mean(axis=0))) / denominator)
+
+    def _append(self, stamp_ns: int, v: FloatArray) -> None:
+        if self._stamps:
+            last = self._stamps[-1]
+            if stamp_ns < last or stamp_ns - last > self._window_ns:
+                self.reset()
+            elif stamp_ns == last:
+                self._stamps.pop()
+                self._values.pop()
+        self._stamps.append(stamp_ns)
+        self._values.append(v)
+        while stamp_ns - self._stamps[0] >= self._window_ns:
+            self._stamps.popleft()
+            self._values.popleft()
+
+
+def estimate_accelerations(
+    stamps_ns: NDArray[np.int64], v: FloatArray, window_s: float, min_samples: int = 3
+) -> FloatArray:
+    """Batch form of :class:`AccelerationEstimator` (same numbers): (N,) stamps, (N, nv)
+    velocities -> (N, nv) accelerations, NaN rows where the estimator is still warming up."""
+    estimator = AccelerationEstimator(window_s, min_samples)
+    out = np.full(np.shape(v), np.nan)
+    for k, (stamp, row) in enumerate(zip(stamps_ns, v)):
+        a = estimator.update(int(stamp), row)
+        if a is not None:
+            out[k] = a
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Dynamics
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DynamicsOutputs:
+    """Core results for one sample (shape (n,)) or a batch (shape (N, n)).
+
+    tau_ff: rnea joint torques; tau_g: gravity joint torques; qdd_pred: aba joint
+    accelerations from the measured efforts (None without efforts; NaN rows for batch rows
+    without efforts). Floating base only: base_wrench = rnea's base part (m, f) in the base
+    frame, the wrench the environment must apply to the base for this motion;
+    base_acc_pred = aba's base part, dV_base/dt (omega', v') with the base unactuated.
+    """
+
+    tau_ff: FloatArray
+    tau_g: FloatArray
+    qdd_pred: FloatArray | None = None
+    base_wrench: FloatArray | None = None
+    base_acc_pred: FloatArray | None = None
+
+    def row(self, i: int) -> DynamicsOutputs:
+        """Sample ``i`` of a batch (the replay builds one message set per row)."""
+        def pick(x: FloatArray | None) -> FloatArray | None:
+            return None if x is None else x[i]
+        return DynamicsOutputs(
+            self.tau_ff[i], self.tau_g[i], pick(self.qdd_pred),
+            pick(self.base_wrench), pick(self.base_acc_pred),
+        )
+
+
+def compute_outputs(
+    model: Any,
+    q: FloatArray,
+    v: FloatArray,
+    a: FloatArray,
+    effort: FloatArray | None,
+    base_pose: FloatArray | None = None,
+    *,
+    ff_state: tuple[FloatArray, FloatArray] | None = None,
+) -> DynamicsOutputs:
+    """Feedforward, gravity and predicted accelerations, batched over leading dimensions.
+
+    q: (..., n); v, a: (..., nv) with nv = n, or 6 + n with the base twist first (floating
+    base, ``base_pose`` (..., 4, 4) required); effort: (..., n) measured joint torques or None
+    (rows containing NaN are treated as "no effort" and give NaN predictions).
+    ``ff_state = (q_ff, v_ff)`` evaluates the feedforward at another state (the reference
+    trajectory) instead of (q, v). Returns joint-space parts of length n; the base parts go
+    to ``base_wrench`` / ``base_acc_pred``.
+    """
+    q_ff, v_ff = (q, v) if ff_state is None else ff_state
+    tau_ff_full = np.asarray(core.rnea(model, q_ff, v_ff, a, base_pose=base_pose))
+    tau_g_full = np.asarray(core.gravity(model, q, base_pose=base_pose))
+    acc_full = _predict_accelerations(model, q, v, effort, base_pose)
+    if not model.floating_base:
+        return DynamicsOutputs(tau_ff_full, tau_g_full, acc_full)
+    return DynamicsOutputs(
+        tau_ff_full[..., 6:], tau_g_full[..., 6:],
+        None if acc_full is None else acc_full[..., 6:],
+        tau_ff_full[..., :6],
+        None if acc_full is None else acc_full[..., :6],
+    )
+
+
+def _predict_accelerations(
+    model: Any, q: FloatArray, v: FloatArray, effort: FloatArray | None, base_pose: FloatArray | None
+) -> FloatArray | None:
+    """aba with the measured efforts; the floating base gets zero generalized force."""
+    if effort is None:
+        return None
+    effort = np.asarray(effort, dtype=np.float64)
+    if model.floating_base:
+        effort = np.concatenate([np.zeros(effort.shape[:-1] + (6,)), effort], axis=-1)
+    if effort.ndim == 1:
+        return np.asarray(core.aba(model, q, v, effort, base_pose=base_pose))
+    # Batch: run aba only on rows that have efforts; the core rejects NaN by contract.
+    valid = np.isfinite(effort).all(axis=-1)
+    out = np.full(effort.shape, np.nan)
+    if valid.any():
+        out[valid] = core.aba(
+            model, q[valid], v[valid], effort[valid],
+            base_pose=None if base_pose is None else base_pose[valid],
+        )
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# The streaming pipeline (one message at a time, as the node receives them)
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PipelineOutput:
+    """Everything needed to publish one JointState's outputs."""
+
+    stamp_ns: int
+    frame_id: str
+    base_frame: str
+    sample: JointSample
+    outputs: DynamicsOutputs
+
+
+@dataclass
+class PipelineStats:
+    """Counters for diagnostics."""
+
+    received: int = 0
+    published: int = 0
+    skipped: dict[SkipReason, int] = field(default_factory=dict)
+    last_compute_s: float = 0.0
+    total_compute_s: float = 0.0
+
+    @property
+    def mean_compute_s(self) -> float:
+        return self.total_compute_s / self.published if self.published else 0.0
+
+
+class RateLimitedWarner:
+    """At most one warning per key per ``period`` seconds, reporting how many were held back."""
+
+    def __init__(self, log: Logger, period: float, clock: Callable[[], float] = time.monotonic):
+        self._log, self._period, self._clock = log, period, clock
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def warn(self, key: str, text: str) -> None:
+        now = self._clock()
+        last = self._last.get(key)
+        if last is not None and now - last < self._period:
+            self._held[key] = self._held.get(key, 0) + 1
+            return
+        held = self._held.pop(key, 0)
+        suffix = f" ({held} more since the last warning)" if held else ""
+        self._last[key] = now
+        self._log(text + suffix)
+
+
+class DynamicsPipeline:
+    """JointState (+ Odometry, + reference JointTrajectory) -> :class:`PipelineOutput`.
+
+    ``on_joint_state`` returns None for a skipped sample, after counting the reason in
+    ``stats.skipped`` and emitting a rate-limited warning through ``log``.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        config: PipelineConfig | None = None,
+        *,
+        log: Logger = lambda text: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.model = model
+        self.config = config or PipelineConfig()
+        self.decoder = JointStateDecoder(model)
+        self.stats = PipelineStats()
+        self.base_frame = self.config.base_link or str(model.root_link)
+        self._log = log
+        self._warner = RateLimitedWarner(log, self.config.warn_period, clock)
+        self._estimator = AccelerationEstimator(
+            self.config.estimator_window, self.config.estimator_min_samples
+        )
+        self._odom: BaseState | None = None
+        self._reference: Reference | None = None
+        self._last_stamp_ns: int | None = None
+        self._frame_warned = False
+
+    # -- inputs -----------------------------------------------------------------------
+
+    def on_odometry(self, msg: Any) -> SkipReason | None:
+        """Store the latest odometry; returns the skip reason for a rejected message."""
+        state = decode_odometry(msg)
+        if isinstance(state, SkipReason):
+            return self._skip(state, "odometry rejected: non-finite values or a non-unit quaternion")
+        if state.child_frame_id != self.base_frame and not self._frame_warned:
+            # Warn once: a mismatch usually means the twist is expressed in another frame.
+            self._frame_warned = True
+            self._log(
+                f"odometry child_frame_id '{state.child_frame_id}' differs from the base link "
+                f"'{self.base_frame}'; the twist is used as if expressed in '{self.base_frame}'"
+            )
+        self._odom = state
+        return None
+
+    def on_reference(self, msg: Any) -> SkipReason | None:
+        """Store the first point of a JointTrajectory for the ``reference`` source."""
+        stamp = stamp_to_ns(msg.header.stamp)
+        # A zero stamp means "now" in trajectory_msgs; date it by the latest joint state.
+        if stamp == 0:
+            stamp = self._last_stamp_ns or 0
+        reference = decode_reference(msg, self.decoder, stamp)
+        if isinstance(reference, SkipReason):
+            return self._skip(
+                reference, "reference trajectory rejected: no points, NaN, a length mismatch "
+                f"or missing joints (need {list(self.decoder.joint_names)})"
+            )
+        self._reference = reference
+        return None
+
+    def on_joint_state(self, msg: Any) -> PipelineOutput | None:
+        """Process one JointState; None when the sample is skipped."""
+        self.stats.received += 1
+        sample = self.decoder.decode(msg)
+        if isinstance(sample, SkipReason):
+            return self._skip_sample(sample, msg)
+        self._last_stamp_ns = sample.stamp_ns
+        started = time.perf_counter()
+        result = self._process(sample)
+        if isinstance(result, SkipReason):
+            return self._skip_sample(result, msg)
+        elapsed = time.perf_counter() - started
+        self.stats.published += 1
+        self.stats.last_compute_s = elapsed
+        self.stats.total_compute_s += elapsed
+        return result
+
+    # -- processing ---------------------------------------------------------------------
+
+    def _process(self, sample: JointSample) -> PipelineOutput | SkipReason:
+        base = self._base_state(sample.stamp_ns)
+        if isinstance(base, SkipReason):
+            return base
+        pose = None if base is None else base.pose
+        v = sample.qd if base is None else np.concatenate([base.twist, sample.qd])
+        state = self._accelerations(sample, v)
+        if isinstance(state, SkipReason):
+            return state
+        a, ff_state = state
+        try:
+            outputs = compute_outputs(
+                self.model, sample.q, v, a, sample.effort, pose, ff_state=ff_state
+            )
+        except ValueError as exc:
+            self._warner.warn("compute_error", f"dynamics rejected the sample: {exc}")
+            return SkipReason.COMPUTE_ERROR
+        return PipelineOutput(sample.stamp_ns, sample.frame_id, self.base_frame, sample, outputs)
+
+    def _base_state(self, stamp_ns: int) -> BaseState | SkipReason | None:
+        if not self.model.floating_base:
+            return None
+        if self._odom is None:
+            return SkipReason.NO_ODOMETRY
+        max_age_ns = self.config.odom_max_age * NS_PER_S
+        if abs(stamp_ns - self._odom.stamp_ns) > max_age_ns:
+            return SkipReason.STALE_ODOMETRY
+        return self._odom
+
+    def _accelerations(
+        self, sample: JointSample, v: FloatArray
+    ) -> tuple[FloatArray, tuple[FloatArray, FloatArray] | None] | SkipReason:
+        """(a, ff_state) for the configured acceleration source."""
+        source = self.config.acceleration_source
+        if source is AccelerationSource.ZERO:
+            return np.zeros(v.shape[0]), None
+        if source is AccelerationSource.ESTIMATED:
+            a = self._estimator.update(sample.stamp_ns, v)
+            return SkipReason.ESTIMATOR_WARMUP if a is None else (a, None)
+        return self._reference_state(sample, v)
+
+    def _reference_state(
+        self, sample: JointSample, v: FloatArray
+    ) -> tuple[FloatArray, tuple[FloatArray, FloatArray]] | SkipReason:
+        ref = self._reference
+        if ref is None:
+            return SkipReason.NO_REFERENCE
+        max_age = self.config.reference_max_age
+        if max_age > 0 and sample.stamp_ns - ref.stamp_ns > max_age * NS_PER_S:
+            return SkipReason.STALE_REFERENCE
+        n_base = v.shape[0] - sample.qd.shape[0]
+        # Floating base: the reference has no base motion; use the measured base twist and
+        # zero base acceleration.
+        v_ff = np.concatenate([v[:n_base], ref.qd])
+        a = np.concatenate([np.zeros(n_base), ref.qdd])
+        return a, (ref.q, v_ff)
+
+    # -- bookkeeping --------------------------------------------------------------------
+
+    def _skip(self, reason: SkipReason, text: str) -> None:
+        self.stats.skipped[reason] = self.stats.skipped.get(reason, 0) + 1
+        self._warner.warn(reason.value, f"skipped ({reason.value}): {text}")
+        return None
+
+    def _skip_sample(self, reason: SkipReason, msg: Any) -> None:
+        return self._skip(reason, self._explain(reason, msg))
+
+    def _explain(self, reason: SkipReason, msg: Any) -> str:
+        if reason is SkipReason.MISSING_JOINT:
+            return f"joint state lacks model joints {self.decoder.missing_joints(msg.name)}"
+        texts = {
+            SkipReason.DUPLICATE_JOINT: "a joint name appears twice in the joint state",
+            SkipReason.LENGTH_MISMATCH: "position/velocity/effort lengths differ from name",
+            SkipReason.MISSING_VELOCITY: "joint state has no velocities",
+            SkipReason.NAN: "non-finite position, velocity or effort for a model joint",
+            SkipReason.NO_ODOMETRY: "floating base and no odometry received yet",
+            SkipReason.STALE_ODOMETRY: (
+                f"latest odometry is more than odom_max_age={self.config.odom_max_age} s "
+                "from the joint state stamp"
+            ),
+            SkipReason.ESTIMATOR_WARMUP: "acceleration estimator is collecting samples",
+            SkipReason.NO_REFERENCE: "acceleration_source=reference and no trajectory yet",
+            SkipReason.STALE_REFERENCE: (
+                f"reference is older than reference_max_age={self.config.reference_max_age} s"
+            ),
+        }
+        return texts.get(reason, reason.value)
+
+
+# --------------------------------------------------------------------------------------
+# Output messages (the one place that builds them, for rclpy and rosbags classes alike)
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MessageClasses:
+    """Message classes to build outputs with, and how to fill a float64[] field.
+
+    rclpy wants ``array.array('d')`` for float64[]; rosbags wants numpy arrays. All messages
+    are constructed with every field as a keyword, which both flavours accept.
+    """
+
+    Time: Any
+    Duration: Any
+    Header: Any
+    JointState: Any
+    JointTrajectory: Any
+    JointTrajectoryPoint: Any
+    Vector3: Any
+    Wrench: Any
+    WrenchStamped: Any
+    Accel: Any
+    AccelStamped: Any
+    Float64MultiArray: Any
+    MultiArrayLayout: Any
+    float_array: Callable[[FloatArray], Any]
+
+    @classmethod
+    def from_typestore(cls, typestore: Any) -> MessageClasses:
+        """Classes from a rosbags typestore (``rosbags.typesys.get_typestore(...)``)."""
+        t = typestore.types
+        return cls(
+            Time=t["builtin_interfaces/msg/Time"],
+            Duration=t["builtin_interfaces/msg/Duration"],
+            Header=t["std_msgs/msg/Header"],
+            JointState=t["sensor_msgs/msg/JointState"],
+            JointTrajectory=t["trajectory_msgs/msg/JointTrajectory"],
+            JointTrajectoryPoint=t["trajectory_msgs/msg/JointTrajectoryPoint"],
+            Vector3=t["geometry_msgs/msg/Vector3"],
+            Wrench=t["geometry_msgs/msg/Wrench"],
+            WrenchStamped=t["geometry_msgs/msg/WrenchStamped"],
+            Accel=t["geometry_msgs/msg/Accel"],
+            AccelStamped=t["geometry_msgs/msg/AccelStamped"],
+            Float64MultiArray=t["std_msgs/msg/Float64MultiArray"],
+            MultiArrayLayout=t["std_msgs/msg/MultiArrayLayout"],
+            float_array=lambda x: np.array(x, dtype=np.float64),
+        )
+
+
+class OutputMessageFactory:
+    """Builds the node's output messages from a :class:`PipelineOutput`.
+
+    Keys of :meth:`build`'s result are the topic names of CONVENTIONS.md (relative); which
+    ones appear follows the config's ``publish_*`` switches, whether efforts were measured
+    (predicted accelerations) and whether the base floats.
+    """
+
+    def __init__(self, classes: MessageClasses, model: Any, config: PipelineConfig) -> None:
+        self.c = classes
+        self.config = config
+        self.joint_names = list(model.joint_names)
+        self.floating_base = bool(model.floating_base)
+        self.command_index = command_indices(model.joint_names, config.command_joints)
+
+    def build(self, out: PipelineOutput) -> dict[str, Any]:
+        cfg, res = self.config, out.outputs
+        header = self.header(out.stamp_ns, out.frame_id)
+        msgs: dict[str, Any] = {}
+        if cfg.publish_feedforward:
+            msgs[TOPIC_FEEDFORWARD] = self.torque_state(header, res.tau_ff)
+        if cfg.publish_gravity:
+            msgs[TOPIC_GRAVITY] = self.torque_state(header, res.tau_g)
+        if cfg.publish_predicted_acceleration and res.qdd_pred is not None:
+            msgs[TOPIC_PREDICTED_ACCELERATION] = self.acceleration_trajectory(header, res.qdd_pred)
+        if self.floating_base and cfg.publish_base_outputs:
+            base_header = self.header(out.stamp_ns, out.base_frame)
+            if res.base_wrench is not None:
+                msgs[TOPIC_BASE_WRENCH] = self.wrench(base_header, res.base_wrench)
+            if res.base_acc_pred is not None:
+                msgs[TOPIC_BASE_ACCELERATION] = self.accel(base_header, res.base_acc_pred)
+        if cfg.publish_effort_command:
+            msgs[TOPIC_EFFORT_COMMAND] = self.effort_command(res.tau_ff)
+        return msgs
+
+    def header(self, stamp_ns: int, frame_id: str) -> Any:
+        sec, nanosec = divmod(int(stamp_ns), NS_PER_S)
+        return self.c.Header(stamp=self.c.Time(sec=sec, nanosec=nanosec), frame_id=frame_id)
+
+    def torque_state(self, header: Any, tau: FloatArray) -> Any:
+        """sensor_msgs/JointState carrying torques in ``effort`` (position/velocity empty)."""
+        empty = self.c.float_array(np.zeros(0))
+        return self.c.JointState(
+            header=header, name=list(self.joint_names), position=empty,
+            velocity=self.c.float_array(np.zeros(0)), effort=self.c.float_array(tau),
+        )
+
+    def acceleration_trajectory(self, header: Any, qdd: FloatArray) -> Any:
+        """trajectory_msgs/JointTrajectory with one point whose ``accelerations`` hold qdd."""
+        c, empty = self.c, np.zeros(0)
+        point = c.JointTrajectoryPoint(
+            positions=c.float_array(empty), velocities=c.float_array(empty),
+            accelerations=c.float_array(qdd), effort=c.float_array(empty),
+            time_from_start=c.Duration(sec=0, nanosec=0),
+        )
+        return c.JointTrajectory(header=header, joint_names=list(self.joint_names), points=[point])
+
+    def wrench(self, header: Any, wrench: FloatArray) -> Any:
+        """geometry_msgs/WrenchStamped from (m, f)."""
+        w = self.c.Wrench(force=self.vector3(wrench[3:]), torque=self.vector3(wrench[:3]))
+        return self.c.WrenchStamped(header=header, wrench=w)
+
+    def accel(self, header: Any, acc: FloatArray) -> Any:
+        """geometry_msgs/AccelStamped from (omega', v')."""
+        a = self.c.Accel(linear=self.vector3(acc[3:]), angular=self.vector3(acc[:3]))
+        return self.c.AccelStamped(header=header, accel=a)
+
+    def vector3(self, xyz: FloatArray) -> Any:
+        return self.c.Vector3(x=float(xyz[0]), y=float(xyz[1]), z=float(xyz[2]))
+
+    def effort_command(self, tau: FloatArray) -> Any:
+        """std_msgs/Float64MultiArray in ``command_joints`` order (ros2_control effort
+        controllers take exactly this, with an empty layout)."""
+        layout = self.c.MultiArrayLayout(dim=[], data_offset=0)
+        return self.c.Float64MultiArray(
+            layout=layout, data=self.c.float_array(np.asarray(tau)[self.command_index])
+        )
+
+
+def command_indices(joint_names: Sequence[str], command_joints: Sequence[str]) -> NDArray[np.intp]:
+    """Model indices of ``command_joints`` (all joints in model order when empty)."""
+    if not command_joints:
+        return np.arange(len(joint_names), dtype=np.intp)
+    position = {name: i for i, name in enumerate(joint_names)}
+    unknown = [j for j in command_joints if j not in position]
+    if unknown:
+        raise ValueError(
+            f"command_joints: {unknown} are not joints of the model {list(joint_names)}"
+        )
+    return np.array([position[j] for j in command_joints], dtype=np.intp)
