@@ -20,6 +20,7 @@ angular-first; output stamps copy the JointState stamp.
 """
 from __future__ import annotations
 
+import array
 import enum
 import math
 import time
@@ -542,7 +543,8 @@ class DynamicsPipeline:
         """Store the latest odometry; returns the skip reason for a rejected message."""
         state = decode_odometry(msg)
         if isinstance(state, SkipReason):
-            return self._skip(state, "odometry rejected: non-finite values or a non-unit quaternion")
+            self._skip(state, "odometry rejected: non-finite values or a non-unit quaternion")
+            return state
         if state.child_frame_id != self.base_frame and not self._frame_warned:
             # Warn once: a mismatch usually means the twist is expressed in another frame.
             self._frame_warned = True
@@ -561,10 +563,11 @@ class DynamicsPipeline:
             stamp = self._last_stamp_ns or 0
         reference = decode_reference(msg, self.decoder, stamp)
         if isinstance(reference, SkipReason):
-            return self._skip(
+            self._skip(
                 reference, "reference trajectory rejected: no points, NaN, a length mismatch "
                 f"or missing joints (need {list(self.decoder.joint_names)})"
             )
+            return reference
         self._reference = reference
         return None
 
@@ -724,6 +727,36 @@ class MessageClasses:
             MultiArrayLayout=t["std_msgs/msg/MultiArrayLayout"],
             float_array=lambda x: np.array(x, dtype=np.float64),
         )
+
+    @classmethod
+    def from_modules(
+        cls, builtin_interfaces: Any, std_msgs: Any, sensor_msgs: Any,
+        trajectory_msgs: Any, geometry_msgs: Any,
+    ) -> MessageClasses:
+        """Classes from rclpy-style ``<package>.msg`` modules (the node passes the imported
+        modules, so this file imports none)."""
+        return cls(
+            Time=builtin_interfaces.Time,
+            Duration=builtin_interfaces.Duration,
+            Header=std_msgs.Header,
+            JointState=sensor_msgs.JointState,
+            JointTrajectory=trajectory_msgs.JointTrajectory,
+            JointTrajectoryPoint=trajectory_msgs.JointTrajectoryPoint,
+            Vector3=geometry_msgs.Vector3,
+            Wrench=geometry_msgs.Wrench,
+            WrenchStamped=geometry_msgs.WrenchStamped,
+            Accel=geometry_msgs.Accel,
+            AccelStamped=geometry_msgs.AccelStamped,
+            Float64MultiArray=std_msgs.Float64MultiArray,
+            MultiArrayLayout=std_msgs.MultiArrayLayout,
+            float_array=double_array,
+        )
+
+
+def double_array(x: FloatArray) -> array.array[float]:
+    """float64[] as rclpy stores it: array.array('d'). Copied from the bytes, since rclpy's
+    setter checks every element of anything that is not already an array.array (slow)."""
+    return array.array("d", np.ascontiguousarray(x, dtype=np.float64).tobytes())
 
 
 class OutputMessageFactory:

@@ -1,0 +1,513 @@
+"""Tests of the ROS-free pipeline (liedyn_ros.pipeline) with both message flavours.
+
+Every torque and acceleration is checked against the core and against Pinocchio (independent).
+Flavours: rosbags typestore classes (the real ROS 2 Humble definitions, numpy fields) and
+plain objects shaped like rclpy messages (array.array fields).
+"""
+from __future__ import annotations
+
+import array
+import re
+import sysconfig
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable
+
+import numpy as np
+import pinocchio as pin
+import pytest
+from rosbags.typesys import Stores, get_typestore
+
+from liedyn_ros import core
+from liedyn_ros.pipeline import (
+    AccelerationEstimator,
+    AccelerationSource,
+    DynamicsPipeline,
+    JointSample,
+    JointStateDecoder,
+    MessageClasses,
+    OutputMessageFactory,
+    PipelineConfig,
+    SkipReason,
+    command_indices,
+    compute_outputs,
+    estimate_accelerations,
+)
+
+# example-robot-data ships its URDFs in the cmeel prefix of site-packages.
+ROBOTS = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
+PANDA_URDF = ROBOTS / "panda_description/urdf/panda.urdf"
+ARM = tuple(f"panda_joint{i}" for i in range(1, 8))
+TYPESTORE = get_typestore(Stores.ROS2_HUMBLE)
+T = TYPESTORE.types
+RNG = np.random.default_rng(7)
+
+
+def arm_only_urdf() -> str:
+    """Panda with the fingers welded: a 7-DoF arm, the same model in Pinocchio and the core."""
+    xml = PANDA_URDF.read_text()
+    xml = re.sub(r"<mimic[^>]*/>", "", xml)
+    return xml.replace('type="prismatic"', 'type="fixed"')
+
+
+ARM_XML = arm_only_urdf()
+
+
+@pytest.fixture(scope="module")
+def arm() -> Any:
+    return core.load_urdf(ARM_XML)
+
+
+@pytest.fixture(scope="module")
+def arm_pin() -> tuple[Any, Any]:
+    model = pin.buildModelFromXML(ARM_XML)
+    return model, model.createData()
+
+
+# ---------------------------------------------------------------------------- messages
+
+
+def ros_joint_state(stamp_ns: int, names: list[str], q: Any, qd: Any, effort: Any = ()) -> Any:
+    """sensor_msgs/JointState from the rosbags typestore (numpy fields)."""
+    sec, nsec = divmod(stamp_ns, 10**9)
+    header = T["std_msgs/msg/Header"](stamp=T["builtin_interfaces/msg/Time"](sec=sec, nanosec=nsec), frame_id="")
+    return T["sensor_msgs/msg/JointState"](
+        header=header, name=list(names), position=np.asarray(q, float),
+        velocity=np.asarray(qd, float), effort=np.asarray(effort, float),
+    )
+
+
+def rclpy_joint_state(stamp_ns: int, names: list[str], q: Any, qd: Any, effort: Any = ()) -> Any:
+    """An object shaped like an rclpy JointState: array.array('d') fields."""
+    sec, nsec = divmod(stamp_ns, 10**9)
+    header = SimpleNamespace(stamp=SimpleNamespace(sec=sec, nanosec=nsec), frame_id="")
+    return SimpleNamespace(
+        header=header, name=list(names), position=array.array("d", list(map(float, q))),
+        velocity=array.array("d", list(map(float, qd))), effort=array.array("d", list(map(float, effort))),
+    )
+
+
+FLAVOURS = {"rosbags": ros_joint_state, "rclpy": rclpy_joint_state}
+MakeJS = Callable[..., Any]
+
+
+@pytest.fixture(params=sorted(FLAVOURS))
+def make_js(request: pytest.FixtureRequest) -> MakeJS:
+    return FLAVOURS[request.param]
+
+
+def trajectory(names: list[str], q: Any, qd: Any = (), qdd: Any = (), stamp_ns: int = 0) -> Any:
+    sec, nsec = divmod(stamp_ns, 10**9)
+    point = T["trajectory_msgs/msg/JointTrajectoryPoint"](
+        positions=np.asarray(q, float), velocities=np.asarray(qd, float),
+        accelerations=np.asarray(qdd, float), effort=np.zeros(0),
+        time_from_start=T["builtin_interfaces/msg/Duration"](sec=0, nanosec=0),
+    )
+    header = T["std_msgs/msg/Header"](stamp=T["builtin_interfaces/msg/Time"](sec=sec, nanosec=nsec), frame_id="")
+    return T["trajectory_msgs/msg/JointTrajectory"](header=header, joint_names=list(names), points=[point])
+
+
+def shuffled_with_extra(q: np.ndarray, qd: np.ndarray, effort: np.ndarray | None = None):
+    """Message arrays in a shuffled order with two extra joints, as a driver may send them."""
+    names = list(ARM) + ["gripper_left", "gripper_right"]
+    pos = np.concatenate([q, [0.01, np.nan]])      # NaN on an extra joint must not matter
+    vel = np.concatenate([qd, [0.0, np.nan]])
+    eff = None if effort is None else np.concatenate([effort, [1.0, np.nan]])
+    perm = RNG.permutation(len(names))
+    return (
+        [names[i] for i in perm], pos[perm], vel[perm], () if eff is None else eff[perm],
+    )
+
+
+def random_state(n: int = 7) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return RNG.uniform(-1.5, 1.5, n), RNG.uniform(-1, 1, n), RNG.uniform(-5, 5, n)
+
+
+class LogSink:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def __call__(self, text: str) -> None:
+        self.lines.append(text)
+
+
+# ---------------------------------------------------------------------------- decoding
+
+
+def test_decoder_reorders_shuffled_joints_and_ignores_extra(arm: Any, make_js: MakeJS) -> None:
+    q, qd, tau = random_state()
+    names, pos, vel, eff = shuffled_with_extra(q, qd, tau)
+    sample = JointStateDecoder(arm).decode(make_js(1_500_000_123, names, pos, vel, eff))
+    assert isinstance(sample, JointSample)
+    assert sample.stamp_ns == 1_500_000_123
+    np.testing.assert_array_equal(sample.q, q)
+    np.testing.assert_array_equal(sample.qd, qd)
+    assert sample.effort is not None
+    np.testing.assert_array_equal(sample.effort, tau)
+
+
+def test_decoder_caches_mapping_per_name_tuple(arm: Any) -> None:
+    decoder = JointStateDecoder(arm)
+    names = list(reversed(ARM))
+    first = decoder.indices(names)
+    assert decoder.indices(list(names)) is first  # same tuple -> cached array, no rebuild
+    assert isinstance(first, np.ndarray)
+    np.testing.assert_array_equal(first, np.arange(6, -1, -1))
+
+
+@pytest.mark.parametrize(
+    "mutate, reason",
+    [
+        (lambda n, p, v, e: (n[1:], p[1:], v[1:], e[1:]), SkipReason.MISSING_JOINT),
+        (lambda n, p, v, e: (n, p[:-1], v, e), SkipReason.LENGTH_MISMATCH),
+        (lambda n, p, v, e: (n, p, v[:-1], e), SkipReason.LENGTH_MISMATCH),
+        (lambda n, p, v, e: (n, p, v, e[:-1]), SkipReason.LENGTH_MISMATCH),
+        (lambda n, p, v, e: (n, p, v[:0], e), SkipReason.MISSING_VELOCITY),
+        (lambda n, p, v, e: (n, np.where(np.arange(len(p)) == 2, np.nan, p), v, e), SkipReason.NAN),
+        (lambda n, p, v, e: (n, p, np.where(np.arange(len(v)) == 0, np.inf, v), e), SkipReason.NAN),
+        (lambda n, p, v, e: (n, p, v, np.where(np.arange(len(e)) == 4, np.nan, e)), SkipReason.NAN),
+        (lambda n, p, v, e: (n[:-1] + [n[0]], p, v, e), SkipReason.DUPLICATE_JOINT),
+    ],
+    ids=["missing", "short_position", "short_velocity", "short_effort", "no_velocity",
+         "nan_position", "inf_velocity", "nan_effort", "duplicate"],
+)
+def test_bad_samples_are_skipped_with_reason(arm: Any, make_js: MakeJS, mutate: Any, reason: SkipReason) -> None:
+    q, qd, tau = random_state()
+    names, pos, vel, eff = mutate(list(ARM), q, qd, tau)
+    log = LogSink()
+    pipe = DynamicsPipeline(arm, log=log)
+    assert JointStateDecoder(arm).decode(make_js(0, names, pos, vel, eff)) is reason
+    assert pipe.on_joint_state(make_js(0, names, pos, vel, eff)) is None
+    assert pipe.stats.skipped == {reason: 1}
+    assert pipe.stats.published == 0
+    assert len(log.lines) == 1 and reason.value in log.lines[0]
+
+
+def test_missing_joint_warning_names_the_joint_and_is_rate_limited(arm: Any) -> None:
+    now = [100.0]
+    log = LogSink()
+    pipe = DynamicsPipeline(arm, PipelineConfig(warn_period=5.0), log=log, clock=lambda: now[0])
+    q, qd, _ = random_state()
+    msg = ros_joint_state(0, list(ARM[:-1]), q[:-1], qd[:-1])
+    for _ in range(10):
+        assert pipe.on_joint_state(msg) is None
+    assert len(log.lines) == 1 and "panda_joint7" in log.lines[0]
+    now[0] += 5.1
+    pipe.on_joint_state(msg)
+    assert len(log.lines) == 2 and "9 more" in log.lines[1]
+    assert pipe.stats.skipped[SkipReason.MISSING_JOINT] == 11
+
+
+# ---------------------------------------------------------------------------- fixed base
+
+
+def test_zero_source_matches_core_and_pinocchio(arm: Any, arm_pin: Any, make_js: MakeJS) -> None:
+    pm, pd = arm_pin
+    pipe = DynamicsPipeline(arm)
+    for k in range(5):
+        q, qd, tau = random_state()
+        names, pos, vel, eff = shuffled_with_extra(q, qd, tau)
+        out = pipe.on_joint_state(make_js(10**9 + k, names, pos, vel, eff))
+        assert out is not None
+        res = out.outputs
+        zero = np.zeros(7)
+        # against the core
+        np.testing.assert_allclose(res.tau_ff, core.rnea(arm, q, qd, zero), atol=1e-12)
+        np.testing.assert_allclose(res.tau_g, core.gravity(arm, q), atol=1e-12)
+        assert res.qdd_pred is not None
+        np.testing.assert_allclose(res.qdd_pred, core.aba(arm, q, qd, tau), atol=1e-9)
+        # against Pinocchio
+        np.testing.assert_allclose(res.tau_ff, pin.rnea(pm, pd, q, qd, zero), atol=1e-9)
+        np.testing.assert_allclose(res.tau_g, pin.computeGeneralizedGravity(pm, pd, q), atol=1e-9)
+        np.testing.assert_allclose(res.qdd_pred, pin.aba(pm, pd, q, qd, tau), rtol=1e-7, atol=1e-7)
+        assert out.stamp_ns == 10**9 + k
+    assert pipe.stats.published == 5 and not pipe.stats.skipped
+
+
+def test_missing_effort_gives_no_prediction(arm: Any, make_js: MakeJS) -> None:
+    q, qd, _ = random_state()
+    pipe = DynamicsPipeline(arm)
+    out = pipe.on_joint_state(make_js(0, list(ARM), q, qd))
+    assert out is not None and out.outputs.qdd_pred is None
+    msgs = OutputMessageFactory(MessageClasses.from_typestore(TYPESTORE), arm, pipe.config).build(out)
+    assert set(msgs) == {"feedforward_torque", "gravity_torque"}
+
+
+def test_estimated_source_differentiates_jittered_velocities(arm: Any, arm_pin: Any, make_js: MakeJS) -> None:
+    pm, pd = arm_pin
+    q0, qd0, _ = random_state()
+    qdd = RNG.uniform(-2, 2, 7)
+    cfg = PipelineConfig(acceleration_source="estimated", estimator_window=0.05, estimator_min_samples=3)
+    pipe = DynamicsPipeline(arm, cfg)
+    stamps = (np.arange(12) * 0.01 + RNG.uniform(-0.003, 0.003, 12)) + 3.0
+    outputs = []
+    for t in stamps:
+        dt = t - stamps[0]
+        q, qd = q0 + qd0 * dt + 0.5 * qdd * dt**2, qd0 + qdd * dt
+        outputs.append(pipe.on_joint_state(make_js(int(round(t * 1e9)), list(ARM), q, qd)))
+    assert outputs[0] is None and outputs[1] is None  # warming up: fewer than 3 samples
+    assert pipe.stats.skipped == {SkipReason.ESTIMATOR_WARMUP: 2}
+    last = outputs[-1]
+    assert last is not None
+    dt = stamps[-1] - stamps[0]
+    q, qd = q0 + qd0 * dt + 0.5 * qdd * dt**2, qd0 + qdd * dt
+    # A least-squares slope is exact on a linear velocity whatever the stamp spacing.
+    np.testing.assert_allclose(last.outputs.tau_ff, pin.rnea(pm, pd, q, qd, qdd), atol=1e-6)
+    np.testing.assert_allclose(last.outputs.tau_ff, core.rnea(arm, q, qd, qdd), atol=1e-6)
+
+
+def test_estimator_filters_noise_and_resets_on_time_going_backwards() -> None:
+    est = AccelerationEstimator(window_s=0.1, min_samples=3)
+    rng = np.random.default_rng(1)
+    a = None
+    for k in range(50):
+        t = 0.01 * k
+        a = est.update(int(t * 1e9), np.array([2.0 * t + rng.normal(0, 1e-4)]))
+    assert a is not None and abs(a[0] - 2.0) < 0.05
+    assert est.update(int(0.1e9), np.array([0.0])) is None  # bag looped: history dropped
+    assert est.update(int(0.1e9), np.array([5.0])) is None  # repeated stamp replaces, no slope
+
+
+def test_estimate_accelerations_batch_equals_streaming() -> None:
+    stamps = np.cumsum(RNG.uniform(0.008, 0.012, 40)).astype(float)
+    stamps_ns = (stamps * 1e9).astype(np.int64)
+    v = np.sin(stamps)[:, None] * np.array([1.0, -2.0])
+    batch = estimate_accelerations(stamps_ns, v, 0.05, 3)
+    est = AccelerationEstimator(0.05, 3)
+    for k in range(40):
+        a = est.update(int(stamps_ns[k]), v[k])
+        if a is None:
+            assert np.isnan(batch[k]).all()
+        else:
+            np.testing.assert_array_equal(batch[k], a)
+    ok = ~np.isnan(batch[:, 0])
+    assert ok.sum() >= 35
+    # Lags by half the window, so compare with the derivative ~25 ms earlier, coarsely.
+    np.testing.assert_allclose(batch[ok, 0], np.cos(stamps[ok] - 0.02), atol=0.05)
+
+
+def test_reference_source_is_computed_torque_feedforward(arm: Any, arm_pin: Any, make_js: MakeJS) -> None:
+    pm, pd = arm_pin
+    cfg = PipelineConfig(acceleration_source=AccelerationSource.REFERENCE, reference_max_age=0.5)
+    pipe = DynamicsPipeline(arm, cfg)
+    q, qd, tau = random_state()
+    assert pipe.on_joint_state(make_js(10**9, list(ARM), q, qd, tau)) is None
+    assert pipe.stats.skipped == {SkipReason.NO_REFERENCE: 1}
+
+    q_ref, qd_ref, qdd_ref = random_state()
+    perm = RNG.permutation(7)
+    names = [ARM[i] for i in perm] + ["gripper"]
+    pipe.on_reference(trajectory(names, np.append(q_ref[perm], 0.0), np.append(qd_ref[perm], 0.0),
+                                 np.append(qdd_ref[perm], 0.0)))
+    out = pipe.on_joint_state(make_js(10**9 + 1000, list(ARM), q, qd, tau))
+    assert out is not None
+    np.testing.assert_allclose(out.outputs.tau_ff, pin.rnea(pm, pd, q_ref, qd_ref, qdd_ref), atol=1e-9)
+    # Gravity and the prediction stay at the measured state.
+    np.testing.assert_allclose(out.outputs.tau_g, pin.computeGeneralizedGravity(pm, pd, q), atol=1e-9)
+    np.testing.assert_allclose(out.outputs.qdd_pred, pin.aba(pm, pd, q, qd, tau), rtol=1e-7, atol=1e-7)
+
+    # The zero-stamped reference was dated by the last joint state (1 s); 0.6 s later it is stale.
+    assert pipe.on_joint_state(make_js(int(1.6e9), list(ARM), q, qd, tau)) is None
+    assert pipe.stats.skipped[SkipReason.STALE_REFERENCE] == 1
+
+
+def test_reference_positions_only_means_zero_velocity_and_acceleration(arm: Any, arm_pin: Any) -> None:
+    pm, pd = arm_pin
+    pipe = DynamicsPipeline(arm, PipelineConfig(acceleration_source="reference"))
+    q, qd, _ = random_state()
+    pipe.on_reference(trajectory(list(ARM), q))
+    out = pipe.on_joint_state(ros_joint_state(5, list(ARM), q, qd))
+    assert out is not None
+    np.testing.assert_allclose(out.outputs.tau_ff, pin.computeGeneralizedGravity(pm, pd, q), atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "msg",
+    [
+        trajectory(list(ARM[:-1]), np.zeros(6)),                     # missing joint
+        trajectory(list(ARM), np.zeros(7), np.zeros(3)),              # length mismatch
+        trajectory(list(ARM), np.full(7, np.nan)),                    # NaN
+    ],
+    ids=["missing", "length", "nan"],
+)
+def test_bad_reference_is_rejected_and_counted(arm: Any, msg: Any) -> None:
+    pipe = DynamicsPipeline(arm, PipelineConfig(acceleration_source="reference"))
+    assert pipe.on_reference(msg) is SkipReason.BAD_REFERENCE
+    assert pipe.stats.skipped == {SkipReason.BAD_REFERENCE: 1}
+    q, qd, _ = random_state()
+    assert pipe.on_joint_state(ros_joint_state(0, list(ARM), q, qd)) is None  # never a stale torque
+    assert pipe.stats.skipped[SkipReason.NO_REFERENCE] == 1
+
+
+def test_core_rejection_is_a_counted_skip_not_a_crash(arm: Any) -> None:
+    log = LogSink()
+    pipe = DynamicsPipeline(arm, log=log)
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("q: out of this world")
+
+    import liedyn_ros.pipeline as pipeline_module
+    original = pipeline_module.core
+    pipeline_module.core = SimpleNamespace(rnea=refuse, gravity=refuse, aba=refuse)  # type: ignore[assignment]
+    try:
+        q, qd, _ = random_state()
+        assert pipe.on_joint_state(ros_joint_state(0, list(ARM), q, qd)) is None
+    finally:
+        pipeline_module.core = original
+    assert pipe.stats.skipped == {SkipReason.COMPUTE_ERROR: 1}
+    assert "out of this world" in log.lines[0]
+
+
+# ---------------------------------------------------------------------------- batch
+
+
+def test_compute_outputs_batch_equals_per_sample_and_handles_missing_efforts(arm: Any, arm_pin: Any) -> None:
+    pm, pd = arm_pin
+    N = 6
+    q, qd = RNG.uniform(-1, 1, (N, 7)), RNG.uniform(-1, 1, (N, 7))
+    a, effort = RNG.uniform(-1, 1, (N, 7)), RNG.uniform(-3, 3, (N, 7))
+    effort[2] = np.nan  # a sample without efforts
+    res = compute_outputs(arm, q, qd, a, effort)
+    assert res.tau_ff.shape == (N, 7) and res.qdd_pred is not None
+    for i in range(N):
+        row = res.row(i)
+        np.testing.assert_allclose(row.tau_ff, pin.rnea(pm, pd, q[i], qd[i], a[i]), atol=1e-9)
+        np.testing.assert_allclose(row.tau_g, pin.computeGeneralizedGravity(pm, pd, q[i]), atol=1e-9)
+        single = compute_outputs(arm, q[i], qd[i], a[i], None if i == 2 else effort[i])
+        np.testing.assert_allclose(row.tau_ff, single.tau_ff, atol=1e-12)
+        if i == 2:
+            assert np.isnan(row.qdd_pred).all() and single.qdd_pred is None
+        else:
+            np.testing.assert_allclose(row.qdd_pred, pin.aba(pm, pd, q[i], qd[i], effort[i]), rtol=1e-7, atol=1e-7)
+    assert compute_outputs(arm, q, qd, a, None).qdd_pred is None
+
+
+def test_mimic_joints_follow_their_leader(make_js: MakeJS) -> None:
+    """Full Panda: finger_joint2 mimics finger_joint1. The message may carry it (ignored)."""
+    model = core.load_urdf(str(PANDA_URDF))
+    assert "panda_finger_joint2" not in model.joint_names and model.n == 8
+    pm = pin.buildModelFromUrdf(str(PANDA_URDF))  # treats the mimic joint as independent
+    pd = pm.createData()
+    pin_names = [pm.names[i] for i in range(1, pm.njoints)]
+    q, qd, _ = random_state(8)
+    q[7] = 0.02
+    names = list(model.joint_names) + ["panda_finger_joint2"]
+    out = DynamicsPipeline(model).on_joint_state(
+        make_js(0, names, np.append(q, 123.0), np.append(qd, -5.0))  # bogus follower values
+    )
+    assert out is not None
+    # Pinocchio with the follower set from its leader; the follower's force adds to the leader's.
+    idx = {name: i for i, name in enumerate(model.joint_names)}
+    leader = [idx.get(name, idx["panda_finger_joint1"]) for name in pin_names]
+    tau_pin = pin.rnea(pm, pd, q[leader], qd[leader], np.zeros(9))
+    expected = np.zeros(8)
+    np.add.at(expected, leader, tau_pin)
+    np.testing.assert_allclose(out.outputs.tau_ff, expected, atol=1e-9)
+    np.testing.assert_allclose(out.outputs.tau_ff, core.rnea(model, q, qd, np.zeros(8)), atol=1e-12)
+
+
+# ---------------------------------------------------------------------------- output messages
+
+
+def rclpy_like_classes() -> MessageClasses:
+    """Stand-ins enforcing what rclpy's generated setters enforce: array.array('d') or a
+    sequence of Python floats for float64[], float for float64, all fields as keywords."""
+
+    def make(name: str, fields: dict[str, Any]) -> type:
+        def __init__(self: Any, **kwargs: Any) -> None:
+            assert set(kwargs) <= set(fields), f"{name}: unknown fields {set(kwargs) - set(fields)}"
+            for key, kind in fields.items():
+                value = kwargs.get(key)
+                if kind == "float[]":
+                    assert isinstance(value, array.array) and value.typecode == "d", f"{name}.{key}"
+                elif kind == "float":
+                    assert type(value) is float, f"{name}.{key} must be a Python float"
+                setattr(self, key, value)
+        return type(name, (), {"__init__": __init__})
+
+    any_ = "any"
+    return MessageClasses.from_modules(
+        SimpleNamespace(Time=make("Time", {"sec": any_, "nanosec": any_}),
+                        Duration=make("Duration", {"sec": any_, "nanosec": any_})),
+        SimpleNamespace(Header=make("Header", {"stamp": any_, "frame_id": any_}),
+                        Float64MultiArray=make("Float64MultiArray", {"layout": any_, "data": "float[]"}),
+                        MultiArrayLayout=make("MultiArrayLayout", {"dim": any_, "data_offset": any_})),
+        SimpleNamespace(JointState=make("JointState", {"header": any_, "name": any_, "position": "float[]",
+                                                       "velocity": "float[]", "effort": "float[]"})),
+        SimpleNamespace(JointTrajectory=make("JointTrajectory", {"header": any_, "joint_names": any_, "points": any_}),
+                        JointTrajectoryPoint=make("JointTrajectoryPoint", {
+                            "positions": "float[]", "velocities": "float[]", "accelerations": "float[]",
+                            "effort": "float[]", "time_from_start": any_})),
+        SimpleNamespace(Vector3=make("Vector3", {"x": "float", "y": "float", "z": "float"}),
+                        Wrench=make("Wrench", {"force": any_, "torque": any_}),
+                        WrenchStamped=make("WrenchStamped", {"header": any_, "wrench": any_}),
+                        Accel=make("Accel", {"linear": any_, "angular": any_}),
+                        AccelStamped=make("AccelStamped", {"header": any_, "accel": any_})),
+    )
+
+
+@pytest.mark.parametrize("flavour", ["rosbags", "rclpy"])
+def test_output_messages_carry_the_results(arm: Any, arm_pin: Any, flavour: str) -> None:
+    pm, pd = arm_pin
+    cfg = PipelineConfig(publish_effort_command=True, command_joints=("panda_joint7", "panda_joint1"))
+    classes = MessageClasses.from_typestore(TYPESTORE) if flavour == "rosbags" else rclpy_like_classes()
+    factory = OutputMessageFactory(classes, arm, cfg)
+    q, qd, tau = random_state()
+    stamp = 1_700_000_000_123_456_789
+    out = DynamicsPipeline(arm, cfg).on_joint_state(FLAVOURS[flavour](stamp, list(ARM), q, qd, tau))
+    assert out is not None
+    msgs = factory.build(out)
+    assert set(msgs) == {"feedforward_torque", "gravity_torque", "predicted_acceleration", "effort_command"}
+    ff, grav, acc, cmd = (msgs[k] for k in ("feedforward_torque", "gravity_torque",
+                                            "predicted_acceleration", "effort_command"))
+    for m in (ff, grav, acc):
+        assert (m.header.stamp.sec, m.header.stamp.nanosec) == (1_700_000_000, 123_456_789)
+    assert list(ff.name) == list(ARM) and list(acc.joint_names) == list(ARM)
+    np.testing.assert_allclose(ff.effort, pin.rnea(pm, pd, q, qd, np.zeros(7)), atol=1e-9)
+    np.testing.assert_allclose(grav.effort, pin.computeGeneralizedGravity(pm, pd, q), atol=1e-9)
+    assert len(ff.position) == 0 and len(ff.velocity) == 0
+    assert len(acc.points) == 1
+    np.testing.assert_allclose(acc.points[0].accelerations, pin.aba(pm, pd, q, qd, tau), rtol=1e-7, atol=1e-7)
+    np.testing.assert_allclose(cmd.data, np.asarray(ff.effort)[[6, 0]], atol=0)
+    if flavour == "rosbags":  # the typestore can serialize exactly what the replay writes
+        for m in msgs.values():
+            raw = TYPESTORE.serialize_cdr(m, m.__msgtype__)
+            back = TYPESTORE.deserialize_cdr(raw, m.__msgtype__)
+            assert type(back) is type(m)
+
+
+def test_publish_switches(arm: Any) -> None:
+    cfg = PipelineConfig(publish_feedforward=False, publish_predicted_acceleration=False)
+    q, qd, tau = random_state()
+    out = DynamicsPipeline(arm, cfg).on_joint_state(ros_joint_state(0, list(ARM), q, qd, tau))
+    assert out is not None
+    assert set(OutputMessageFactory(MessageClasses.from_typestore(TYPESTORE), arm, cfg).build(out)) == {
+        "gravity_torque"
+    }
+
+
+# ---------------------------------------------------------------------------- configuration
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"acceleration_source": "measured"}, "acceleration_source: 'measured' is not one of zero"),
+        ({"odom_max_age": 0.0}, "odom_max_age"),
+        ({"odom_max_age": float("nan")}, "odom_max_age"),
+        ({"estimator_window": -1.0}, "estimator_window"),
+        ({"estimator_min_samples": 1}, "estimator_min_samples"),
+        ({"reference_max_age": float("inf")}, "reference_max_age"),
+    ],
+)
+def test_config_rejects_bad_values(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        PipelineConfig(**kwargs)
+
+
+def test_unknown_command_joint_is_an_error(arm: Any) -> None:
+    with pytest.raises(ValueError, match=r"command_joints: \['elbow'\]"):
+        command_indices(arm.joint_names, ["panda_joint1", "elbow"])
+    with pytest.raises(ValueError, match="command_joints"):
+        OutputMessageFactory(MessageClasses.from_typestore(TYPESTORE), arm,
+                             PipelineConfig(command_joints=("nope",)))
