@@ -42,7 +42,8 @@ class Model:
 
     Attributes (nb bodies, n coordinates):
         joint_names   the n coordinate joints in depth-first order (mimic joints excluded)
-        body_names    link name of each body (nb); body_joints: the joint that moves it
+        body_names    link name of each body (nb); body_joints: the joint that moves it;
+                      body_types: its type, 'revolute', 'continuous' or 'prismatic'
         parent        lambda(i), shape (nb,), -1 for the root link; parent[i] < i
         M             M_i, home pose of {i} in {lambda(i)}, (nb, 4, 4)
         S             S_i, joint screw in {i}, (nb, 6)
@@ -57,6 +58,7 @@ class Model:
     joint_names: tuple[str, ...]
     body_names: tuple[str, ...]
     body_joints: tuple[str, ...]
+    body_types: tuple[str, ...]
     parent: np.ndarray
     M: np.ndarray
     S: np.ndarray
@@ -97,6 +99,11 @@ class Model:
     @property
     def has_mimic(self) -> bool:
         return self.nb != self.n
+
+    @property
+    def leader_bodies(self) -> np.ndarray:
+        """The body each coordinate belongs to (the joint named joint_names[k])."""
+        return np.array([self.body_joints.index(name) for name in self.joint_names], dtype=np.int64)
 
     @property
     def coordinate(self) -> np.ndarray:
@@ -262,7 +269,7 @@ def load_urdf(source: str | os.PathLike[str], floating_base: bool = False, *, gr
                 if jtype == "continuous":
                     lim["lower"], lim["upper"] = None, None
                 mimic = j.find("mimic")
-                bodies.append(dict(name=child, joint=jname, parent=body, M=T_joint, S=S, lim=lim,
+                bodies.append(dict(name=child, joint=jname, type=jtype, parent=body, M=T_joint, S=S, lim=lim,
                                    mimic=None if mimic is None else (mimic.get("joint"),
                                                                     float(mimic.get("multiplier", "1")),
                                                                     float(mimic.get("offset", "0")))))
@@ -316,6 +323,7 @@ def load_urdf(source: str | os.PathLike[str], floating_base: bool = False, *, gr
         joint_names=joint_names,
         body_names=tuple(b["name"] for b in bodies),
         body_joints=tuple(b["joint"] for b in bodies),
+        body_types=tuple(b["type"] for b in bodies),
         parent=np.array([b["parent"] for b in bodies], dtype=np.int64),
         M=np.array([b["M"] for b in bodies]).reshape(nb, 4, 4),
         S=np.array([b["S"] for b in bodies]).reshape(nb, 6),
