@@ -511,3 +511,155 @@ def test_unknown_command_joint_is_an_error(arm: Any) -> None:
     with pytest.raises(ValueError, match="command_joints"):
         OutputMessageFactory(MessageClasses.from_typestore(TYPESTORE), arm,
                              PipelineConfig(command_joints=("nope",)))
+
+
+# ---------------------------------------------------------------------------- floating base
+
+
+@pytest.fixture(scope="module")
+def floating() -> Any:
+    return core.load_urdf(ARM_XML, floating_base=True)
+
+
+@pytest.fixture(scope="module")
+def floating_pin() -> tuple[Any, Any]:
+    model = pin.buildModelFromXML(ARM_XML, pin.JointModelFreeFlyer())
+    return model, model.createData()
+
+
+def odometry(flavour: str, stamp_ns: int, p: Any, quat_xyzw: Any, twist: Any, child: str = "panda_link0") -> Any:
+    """nav_msgs/Odometry; ``twist`` is (omega, v) as in CONVENTIONS, the message has linear first."""
+    sec, nsec = divmod(stamp_ns, 10**9)
+    if flavour == "rosbags":
+        V3, Pt, Q = T["geometry_msgs/msg/Vector3"], T["geometry_msgs/msg/Point"], T["geometry_msgs/msg/Quaternion"]
+        header = T["std_msgs/msg/Header"](stamp=T["builtin_interfaces/msg/Time"](sec=sec, nanosec=nsec), frame_id="odom")
+        pose = T["geometry_msgs/msg/PoseWithCovariance"](
+            pose=T["geometry_msgs/msg/Pose"](position=Pt(x=p[0], y=p[1], z=p[2]),
+                                             orientation=Q(x=quat_xyzw[0], y=quat_xyzw[1], z=quat_xyzw[2], w=quat_xyzw[3])),
+            covariance=np.zeros(36))
+        tw = T["geometry_msgs/msg/TwistWithCovariance"](
+            twist=T["geometry_msgs/msg/Twist"](linear=V3(x=twist[3], y=twist[4], z=twist[5]),
+                                               angular=V3(x=twist[0], y=twist[1], z=twist[2])),
+            covariance=np.zeros(36))
+        return T["nav_msgs/msg/Odometry"](header=header, child_frame_id=child, pose=pose, twist=tw)
+    ns = SimpleNamespace
+    return ns(
+        header=ns(stamp=ns(sec=sec, nanosec=nsec), frame_id="odom"), child_frame_id=child,
+        pose=ns(pose=ns(position=ns(x=p[0], y=p[1], z=p[2]),
+                        orientation=ns(x=quat_xyzw[0], y=quat_xyzw[1], z=quat_xyzw[2], w=quat_xyzw[3])),
+                covariance=array.array("d", [0.0] * 36)),
+        twist=ns(twist=ns(linear=ns(x=twist[3], y=twist[4], z=twist[5]),
+                          angular=ns(x=twist[0], y=twist[1], z=twist[2])),
+                 covariance=array.array("d", [0.0] * 36)),
+    )
+
+
+def random_base() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    quat = RNG.normal(size=4)
+    return RNG.uniform(-1, 1, 3), quat / np.linalg.norm(quat), RNG.uniform(-1, 1, 6)
+
+
+@pytest.mark.parametrize("flavour", ["rosbags", "rclpy"])
+def test_floating_base_matches_pinocchio_free_flyer(floating: Any, floating_pin: Any, flavour: str) -> None:
+    pm, pd = floating_pin
+    cfg = PipelineConfig(odom_max_age=0.02)
+    pipe = DynamicsPipeline(floating, cfg)
+    factory = OutputMessageFactory(
+        MessageClasses.from_typestore(TYPESTORE) if flavour == "rosbags" else rclpy_like_classes(), floating, cfg)
+    p, quat, twist = random_base()
+    q, qd, tau = random_state()
+    assert pipe.on_odometry(odometry(flavour, 2 * 10**9 - 5_000_000, p, quat, twist)) is None
+    names, pos, vel, eff = shuffled_with_extra(q, qd, tau)
+    out = pipe.on_joint_state(FLAVOURS[flavour](2 * 10**9, names, pos, vel, eff))
+    assert out is not None
+    res = out.outputs
+
+    # Pinocchio free-flyer: q = [p, quat xyzw, q], v = [v, omega, qd], forces (f, m).
+    q_pin = np.concatenate([p, quat, q])
+    v_pin = np.concatenate([twist[3:], twist[:3], qd])
+    tau_pin = pin.rnea(pm, pd, q_pin, v_pin, np.zeros(13))
+    np.testing.assert_allclose(res.tau_ff, tau_pin[6:], atol=1e-9)
+    np.testing.assert_allclose(res.base_wrench, np.concatenate([tau_pin[3:6], tau_pin[:3]]), atol=1e-9)
+    g_pin = pin.computeGeneralizedGravity(pm, pd, q_pin)
+    np.testing.assert_allclose(res.tau_g, g_pin[6:], atol=1e-9)
+    acc_pin = pin.aba(pm, pd, q_pin, v_pin, np.concatenate([np.zeros(6), tau]))
+    np.testing.assert_allclose(res.qdd_pred, acc_pin[6:], rtol=1e-7, atol=1e-7)
+    np.testing.assert_allclose(res.base_acc_pred, np.concatenate([acc_pin[3:6], acc_pin[:3]]), rtol=1e-7, atol=1e-7)
+
+    # and against the core with the pose helper
+    pose = core.pose_from_position_quaternion(p, quat)
+    v = np.concatenate([twist, qd])
+    full = core.rnea(floating, q, v, np.zeros(13), base_pose=pose)
+    np.testing.assert_allclose(np.concatenate([res.base_wrench, res.tau_ff]), full, atol=1e-12)
+
+    msgs = factory.build(out)
+    assert set(msgs) == {"feedforward_torque", "gravity_torque", "predicted_acceleration",
+                         "base_wrench", "predicted_base_acceleration"}
+    w, a = msgs["base_wrench"], msgs["predicted_base_acceleration"]
+    assert w.header.frame_id == "panda_link0" and a.header.frame_id == "panda_link0"
+    assert (w.header.stamp.sec, w.header.stamp.nanosec) == (2, 0)
+    f, m = w.wrench.force, w.wrench.torque
+    np.testing.assert_allclose([m.x, m.y, m.z, f.x, f.y, f.z], res.base_wrench, atol=0)
+    ang, lin = a.accel.angular, a.accel.linear
+    np.testing.assert_allclose([ang.x, ang.y, ang.z, lin.x, lin.y, lin.z], res.base_acc_pred, atol=0)
+
+
+def test_floating_base_needs_fresh_odometry(floating: Any) -> None:
+    pipe = DynamicsPipeline(floating, PipelineConfig(odom_max_age=0.02))
+    q, qd, _ = random_state()
+    js = lambda t: ros_joint_state(t, list(ARM), q, qd)  # noqa: E731
+    assert pipe.on_joint_state(js(10**9)) is None
+    p, quat, twist = random_base()
+    pipe.on_odometry(odometry("rosbags", 10**9, p, quat, twist))
+    assert pipe.on_joint_state(js(10**9 + 20_000_000)) is not None   # exactly odom_max_age
+    assert pipe.on_joint_state(js(10**9 + 20_000_001)) is None       # older than that
+    assert pipe.on_joint_state(js(10**9 - 30_000_000)) is None       # odometry far ahead
+    assert pipe.stats.skipped == {SkipReason.NO_ODOMETRY: 1, SkipReason.STALE_ODOMETRY: 2}
+
+
+def test_odometry_frame_mismatch_warns_once(floating: Any) -> None:
+    log = LogSink()
+    pipe = DynamicsPipeline(floating, log=log)
+    p, quat, twist = random_base()
+    for _ in range(3):
+        assert pipe.on_odometry(odometry("rclpy", 0, p, quat, twist, child="base_footprint")) is None
+    assert len(log.lines) == 1 and "base_footprint" in log.lines[0] and "panda_link0" in log.lines[0]
+    # base_link overrides the expected frame
+    log2 = LogSink()
+    pipe2 = DynamicsPipeline(floating, PipelineConfig(base_link="base_footprint"), log=log2)
+    pipe2.on_odometry(odometry("rclpy", 0, p, quat, twist, child="base_footprint"))
+    assert log2.lines == []
+
+
+@pytest.mark.parametrize("quat, twist", [
+    ((0.0, 0.0, 0.0, 0.0), np.zeros(6)),          # default-constructed quaternion
+    ((0.0, 0.0, 0.0, 1.0), np.full(6, np.nan)),   # NaN twist
+])
+def test_bad_odometry_is_rejected(floating: Any, quat: Any, twist: Any) -> None:
+    pipe = DynamicsPipeline(floating)
+    assert pipe.on_odometry(odometry("rosbags", 0, np.zeros(3), quat, twist)) is SkipReason.BAD_ODOMETRY
+    assert pipe.stats.skipped == {SkipReason.BAD_ODOMETRY: 1}
+    q, qd, _ = random_state()
+    assert pipe.on_joint_state(ros_joint_state(0, list(ARM), q, qd)) is None
+    assert pipe.stats.skipped[SkipReason.NO_ODOMETRY] == 1
+
+
+def test_floating_base_estimated_acceleration_includes_the_base(floating: Any, floating_pin: Any) -> None:
+    """The estimator differentiates the whole v = [V_base ; qd] component-wise (CONVENTIONS)."""
+    pm, pd = floating_pin
+    pipe = DynamicsPipeline(floating, PipelineConfig(acceleration_source="estimated", odom_max_age=0.02))
+    p, quat, twist0 = random_base()
+    q, qd0, _ = random_state()
+    acc = RNG.uniform(-1, 1, 13)
+    out = None
+    for k in range(6):
+        t = 0.01 * k
+        v = np.concatenate([twist0, qd0]) + acc * t
+        pipe.on_odometry(odometry("rosbags", 10**9 + int(t * 1e9), p, quat, v[:6]))
+        out = pipe.on_joint_state(ros_joint_state(10**9 + int(t * 1e9), list(ARM), q, v[6:]))
+    assert out is not None
+    v_pin = np.concatenate([v[3:6], v[:3], v[6:]])
+    a_pin = np.concatenate([acc[3:6], acc[:3], acc[6:]])
+    tau_pin = pin.rnea(pm, pd, np.concatenate([p, quat, q]), v_pin, a_pin)
+    np.testing.assert_allclose(out.outputs.tau_ff, tau_pin[6:], atol=1e-6)
+    np.testing.assert_allclose(out.outputs.base_wrench, np.concatenate([tau_pin[3:6], tau_pin[:3]]), atol=1e-6)
