@@ -171,6 +171,8 @@ def _link_inertia(link: ET.Element) -> np.ndarray:
     vals = [float(I_el.get(k, "0")) if I_el is not None else 0.0 for k in keys]
     ixx, ixy, ixz, iyy, iyz, izz = vals
     I_inertial = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+    if np.min(np.linalg.eigvalsh(I_inertial)) < -1e-9 * max(1.0, np.abs(I_inertial).max()):
+        raise URDFError(f"link {name!r}: inertia matrix is not positive semi-definite")
     R = T[:3, :3]
     # The inertia is given in the <inertial> frame: rotate it into the link axes (R I R^T).
     return spatial_inertia(mass, T[:3, 3], R @ I_inertial @ R.T)
