@@ -167,6 +167,10 @@ def as_float_array(values: Any) -> FloatArray:
     return np.asarray(values, dtype=np.float64)
 
 
+def _finite_sum(x: FloatArray) -> bool:
+    return math.isfinite(float(x.sum()))
+
+
 class JointStateDecoder:
     """Matches JointState entries to the model's joints by name.
 
@@ -227,9 +231,8 @@ class JointStateDecoder:
             return SkipReason.LENGTH_MISMATCH
         q, qd = position[idx], velocity[idx]
         tau = effort[idx] if effort.shape[0] else None
-        if not (np.isfinite(q).all() and np.isfinite(qd).all()):
-            return SkipReason.NAN
-        if tau is not None and not np.isfinite(tau).all():
+        # One reduction per array: a NaN or inf anywhere makes the sum non-finite.
+        if not (_finite_sum(q) and _finite_sum(qd) and (tau is None or _finite_sum(tau))):
             return SkipReason.NAN
         header = msg.header
         return JointSample(stamp_to_ns(header.stamp), str(header.frame_id), q, qd, tau)
