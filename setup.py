@@ -37,5 +37,8 @@ setup(
     maintainer_email="liedyn@example.com",
     description="Lie-group rigid-body dynamics for ROS 2 robots",
     license="Apache-2.0",
-    entry_points={"console_scripts": []},
+    entry_points={"console_scripts": [
+        "liedyn-replay = liedyn_ros.replay.cli:main",
+        "replay = liedyn_ros.replay.cli:main",
+    ]},
 )

@@ -1,0 +1,125 @@
+"""`liedyn-replay` (also `ros2 run liedyn_ros replay`): a thin command line over `run.replay`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .accel import SavgolSettings
+from .errors import ReplayError
+from .run import ReplayOptions, ReplayReport, replay
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="liedyn-replay",
+        description="Replay ROS 1 / rosbag2 bags through the liedyn dynamics (no ROS install needed): "
+        "feedforward, gravity and predicted-acceleration outputs, residual summary and plots.",
+    )
+    p.add_argument("bags", nargs="+", type=Path, metavar="BAG",
+                   help="rosbag2 directory, .mcap, .db3 or ROS 1 .bag; several are merged in time")
+    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory")
+    p.add_argument("--urdf", type=Path, metavar="FILE", help="URDF (default: /robot_description in the bag)")
+    p.add_argument("--joint-states-topic", default="/joint_states", metavar="TOPIC")
+    p.add_argument("--odom-topic", metavar="TOPIC",
+                   help="nav_msgs/Odometry of a floating base (default /odom when the URDF floats)")
+    p.add_argument("--acceleration-source", choices=("estimated", "zero"), default="estimated",
+                   help="qdd fed to RNEA: Savitzky-Golay derivative of the velocities, or zero")
+    p.add_argument("--gravity", nargs=3, type=float, metavar=("GX", "GY", "GZ"),
+                   help="world gravity override, e.g. 0 0 0 for a simulation without gravity")
+    p.add_argument("--effort-topic", metavar="TOPIC",
+                   help="std_msgs/Float64MultiArray of measured/commanded torques, aligned by receive time")
+    p.add_argument("--effort-joints", metavar="J1,J2,...",
+                   help="joint order of --effort-topic entries (default: the model's joint order)")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="replay each BAG on its own, N in parallel, into DIR/<bag name>/")
+    p.add_argument("--sg-window", type=int, default=SavgolSettings.window, metavar="W",
+                   help="Savitzky-Golay window in samples (odd, default %(default)s)")
+    p.add_argument("--sg-order", type=int, default=SavgolSettings.polyorder, metavar="P",
+                   help="Savitzky-Golay polynomial order (default %(default)s)")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def options_from_args(args: argparse.Namespace, out: Path, progress: bool) -> ReplayOptions:
+    try:
+        savgol = SavgolSettings(window=args.sg_window, polyorder=args.sg_order)
+    except ValueError as err:
+        raise ReplayError(f"--sg-window/--sg-order: {err}") from err
+    joints = tuple(j.strip() for j in args.effort_joints.split(",") if j.strip()) if args.effort_joints else ()
+    return ReplayOptions(
+        out=out, urdf=args.urdf, joint_states_topic=args.joint_states_topic, odom_topic=args.odom_topic,
+        acceleration_source=args.acceleration_source,
+        gravity=None if args.gravity is None else tuple(args.gravity),
+        effort_topic=args.effort_topic, effort_joints=joints, savgol=savgol,
+        progress=progress, plots=not args.no_plots,
+    )
+
+
+def print_report(report: ReplayReport, stream: object = sys.stdout) -> None:
+    lines = [
+        f"replayed {', '.join(report.bags)} -> {report.out}",
+        f"joint states: {report.received} read, {report.processed} processed in {report.elapsed_s:.2f} s",
+    ]
+    if report.skipped:
+        lines.append("skipped samples: " + ", ".join(f"{k}={v}" for k, v in sorted(report.skipped.items())))
+    for msgtype, why in sorted(report.skipped_types.items()):
+        lines.append(f"skipped message type {msgtype}: {why}")
+    for problem in report.problems:
+        lines.append(f"WARNING: {problem}")
+    lines.append("published: " + ", ".join(f"/liedyn/{k}={v}" for k, v in report.published.items()))
+    lines += ["", report.table, ""]
+    print("\n".join(lines), file=stream)  # type: ignore[call-overload]
+
+
+def _replay_one(bag: Path, options: ReplayOptions) -> ReplayReport:
+    return replay([bag], options)
+
+
+def _separate_outputs(bags: Sequence[Path], out: Path) -> list[Path]:
+    """DIR/<bag name>, made unique when two bags share a name."""
+    names: list[str] = []
+    for bag in bags:
+        name = bag.resolve().name.removesuffix(".bag")
+        names.append(name if name not in names else f"{name}_{len(names)}")
+    return [out / n for n in names]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.jobs is None:
+            print_report(replay(args.bags, options_from_args(args, args.out, not args.no_progress)))
+            return 0
+        if args.jobs < 1:
+            raise ReplayError(f"--jobs must be >= 1, got {args.jobs}")
+        return _run_parallel(args)
+    except ReplayError as err:
+        print(f"liedyn-replay: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _run_parallel(args: argparse.Namespace) -> int:
+    outs = _separate_outputs(args.bags, args.out)
+    jobs = [(bag, options_from_args(args, out, progress=False)) for bag, out in zip(args.bags, outs)]
+    failed = 0
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(_replay_one, bag, opts) for bag, opts in jobs]
+        for (bag, _), future in zip(jobs, futures):
+            try:
+                print_report(future.result())
+            except ReplayError as err:
+                failed += 1
+                print(f"liedyn-replay: error: {bag}: {err}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

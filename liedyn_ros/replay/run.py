@@ -1,0 +1,197 @@
+"""The replay itself: bags in, dynamics outputs, summary and plots out, in bounded memory.
+
+Data flow, one block of `chunk_size` joint samples at a time::
+
+    BagSet.messages            merged raw messages of the input topics (bagio)
+    SampleStream.blocks        pipeline JointStateDecoder + effort/odometry alignment (samples)
+    StreamingDifferentiator    Savitzky-Golay acceleration estimate (accel)
+    pipeline.compute_outputs   RNEA, gravity, ABA, batched
+    OutputWriter.write         /liedyn/... mcap bag and CSV (outputs)
+    ResidualSummary, PlotRecorder
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from liedyn_ros import core, pipeline
+
+from .accel import SavgolSettings, StreamingDifferentiator
+from .bagio import BagSet
+from .errors import ReplayError
+from .outputs import OutputWriter
+from .plots import PlotRecorder
+from .samples import SampleStream, Topics
+from .summary import ResidualSummary
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from .samples import SampleBlock
+
+ROBOT_DESCRIPTION_TOPIC = "/robot_description"
+DEFAULT_ODOM_TOPIC = "/odom"
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """What `liedyn-replay` takes on its command line (see CONVENTIONS.md)."""
+
+    out: Path
+    urdf: Path | None = None
+    joint_states_topic: str = "/joint_states"
+    odom_topic: str | None = None
+    acceleration_source: str = "estimated"
+    gravity: tuple[float, float, float] | None = None
+    effort_topic: str | None = None
+    effort_joints: tuple[str, ...] = ()
+    savgol: SavgolSettings = field(default_factory=SavgolSettings)
+    chunk_size: int = 4096
+    progress: bool = True
+    plots: bool = True
+
+    def __post_init__(self) -> None:
+        if self.acceleration_source not in ("estimated", "zero"):
+            raise ReplayError(
+                f"--acceleration-source must be 'estimated' or 'zero', got {self.acceleration_source!r}"
+            )
+        if self.effort_joints and not self.effort_topic:
+            raise ReplayError("--effort-joints needs --effort-topic")
+        if self.chunk_size < 2 * self.savgol.window:
+            raise ReplayError(f"chunk size {self.chunk_size} is below twice the filter window")
+
+
+@dataclass
+class ReplayReport:
+    """What a replay did: counts, residual summary, problems met, where the files are."""
+
+    bags: list[str]
+    out: str
+    received: int
+    processed: int
+    skipped: dict[str, int]
+    published: dict[str, int]
+    summary: dict[str, Any]
+    table: str
+    problems: list[str]
+    skipped_types: dict[str, str]
+    elapsed_s: float
+    files: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "table"}
+
+
+def load_model(bags: BagSet, options: ReplayOptions) -> Any:
+    """The model from --urdf or the bags' /robot_description, with the gravity override."""
+    floating = options.odom_topic is not None
+    if options.urdf is not None:
+        if not options.urdf.is_file():
+            raise ReplayError(f"--urdf {options.urdf}: no such file")
+        source: str = str(options.urdf)
+    else:
+        msg = bags.first(ROBOT_DESCRIPTION_TOPIC)
+        if msg is None or not getattr(msg, "data", ""):
+            raise ReplayError(
+                f"no --urdf given and no {ROBOT_DESCRIPTION_TOPIC} message in the bags; pass --urdf FILE"
+            )
+        source = str(msg.data)
+    try:
+        model = core.load_urdf(source, floating_base=floating)
+    except (ValueError, OSError) as err:
+        raise ReplayError(f"cannot load the URDF: {err}") from err
+    if options.gravity is not None:
+        model = model.with_gravity(np.asarray(options.gravity, dtype=np.float64))
+    return model
+
+
+def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
+    """Replays `paths` merged in time into `options.out`; see the module docstring."""
+    started = time.perf_counter()
+    with BagSet([Path(p) for p in paths]) as bags:
+        model = load_model(bags, options)
+        topics = _topics(bags, model, options)
+        config = pipeline.PipelineConfig(acceleration_source=pipeline.AccelerationSource.ZERO)
+        stream = SampleStream(bags, model, topics, config)
+        summary = ResidualSummary(tuple(model.joint_names))
+        recorder = PlotRecorder(tuple(model.joint_names))
+        with OutputWriter(options.out, model, config) as writer:
+            skipped_rows = _stream(stream, model, options, writer, summary, recorder)
+        problems = bags.problems()
+        skipped_types = bags.undecodable()
+    files = [str(p) for p in recorder.save(options.out)] if options.plots else []
+    skipped = dict(stream.skipped)
+    if skipped_rows:
+        skipped["no_acceleration_estimate"] = skipped_rows
+    report = ReplayReport(
+        bags=[str(p) for p in paths], out=str(options.out), received=stream.received,
+        processed=summary.samples, skipped=skipped, published=dict(writer.counts),
+        summary=summary.as_dict(), table=summary.table(), problems=problems,
+        skipped_types=skipped_types, elapsed_s=time.perf_counter() - started, files=files,
+    )
+    summary.save(options.out / "summary.json", {k: v for k, v in report.as_dict().items() if k != "summary"})
+    return report
+
+
+def _topics(bags: BagSet, model: Any, options: ReplayOptions) -> Topics:
+    odom = options.odom_topic or (DEFAULT_ODOM_TOPIC if model.floating_base else None)
+    available = bags.topic_types()
+    needed = [options.joint_states_topic] + [t for t in (odom, options.effort_topic) if t]
+    missing = [t for t in needed if t not in available]
+    if missing:
+        raise ReplayError(f"topics {missing} are not in the bags; they hold {sorted(available)}")
+    return Topics(options.joint_states_topic, odom, options.effort_topic, options.effort_joints)
+
+
+def _stream(stream: SampleStream, model: Any, options: ReplayOptions, writer: OutputWriter,
+            summary: ResidualSummary, recorder: PlotRecorder) -> int:
+    """Runs every block through the dynamics; returns the rows without an acceleration."""
+    differentiator = StreamingDifferentiator(options.savgol)
+    progress = _progress_bar(stream, options)
+    dropped = 0
+
+    def process(block: SampleBlock, accel: NDArray[np.float64]) -> None:
+        nonlocal dropped
+        ok = np.isfinite(accel).all(axis=1)
+        if not ok.all():  # an isolated sample between gaps has no derivative
+            dropped += int((~ok).sum())
+            block, accel = block.slice_rows(ok), accel[ok]
+        if len(block):
+            _process_block(block, accel, model, options, writer, summary, recorder)
+
+    try:
+        for block in stream.blocks(options.chunk_size, progress):
+            for done, accel in differentiator.feed(block):
+                process(done, accel)
+        for done, accel in differentiator.finish():
+            process(done, accel)
+    finally:
+        if progress is not None:
+            progress.close()
+    return dropped
+
+
+def _process_block(block: SampleBlock, accel_est: NDArray[np.float64], model: Any, options: ReplayOptions,
+                   writer: OutputWriter, summary: ResidualSummary, recorder: PlotRecorder) -> None:
+    a = accel_est if options.acceleration_source == "estimated" else np.zeros_like(accel_est)
+    outputs = pipeline.compute_outputs(model, block.q, block.v, a, block.effort, block.base_pose)
+    writer.write(block, outputs, accel_est)
+    joint_est = accel_est[:, -model.n :]
+    summary.add(block.effort, outputs.tau_ff, outputs.qdd_pred, joint_est)
+    qdd_pred = outputs.qdd_pred if outputs.qdd_pred is not None else np.full_like(joint_est, np.nan)
+    recorder.add(block.stamp_ns, effort=block.effort, tau_ff=outputs.tau_ff, tau_g=outputs.tau_g,
+                 qdd_pred=qdd_pred, qdd_est=joint_est)
+
+
+def _progress_bar(stream: SampleStream, options: ReplayOptions) -> Any:
+    if not options.progress:
+        return None
+    from tqdm import tqdm
+
+    total = stream.bags.message_count(stream.topic_names())
+    return tqdm(total=total or None, unit="msg", desc="replay", mininterval=0.5, leave=False)
