@@ -38,6 +38,7 @@ setup(
     description="Lie-group rigid-body dynamics for ROS 2 robots",
     license="Apache-2.0",
     entry_points={"console_scripts": [
+        "dynamics_node = liedyn_ros.dynamics_node:main",
         "liedyn-replay = liedyn_ros.replay.cli:main",
         "replay = liedyn_ros.replay.cli:main",
     ]},

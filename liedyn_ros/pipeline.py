@@ -579,12 +579,14 @@ class DynamicsPipeline:
         self.stats.received += 1
         sample = self.decoder.decode(msg)
         if isinstance(sample, SkipReason):
-            return self._skip_sample(sample, msg)
+            self._skip_sample(sample, msg)
+            return None
         self._last_stamp_ns = sample.stamp_ns
         started = time.perf_counter()
         result = self._process(sample)
         if isinstance(result, SkipReason):
-            return self._skip_sample(result, msg)
+            self._skip_sample(result, msg)
+            return None
         elapsed = time.perf_counter() - started
         self.stats.published += 1
         self.stats.last_compute_s = elapsed
@@ -655,10 +657,9 @@ class DynamicsPipeline:
     def _skip(self, reason: SkipReason, text: str) -> None:
         self.stats.skipped[reason] = self.stats.skipped.get(reason, 0) + 1
         self._warner.warn(reason.value, f"skipped ({reason.value}): {text}")
-        return None
 
     def _skip_sample(self, reason: SkipReason, msg: Any) -> None:
-        return self._skip(reason, self._explain(reason, msg))
+        self._skip(reason, self._explain(reason, msg))
 
     def _explain(self, reason: SkipReason, msg: Any) -> str:
         if reason is SkipReason.MISSING_JOINT:

@@ -1,0 +1,254 @@
+"""ROS 2 node: joint states (+ odometry) in, feedforward / gravity torques and predicted
+accelerations out. It only wires ROS to :mod:`liedyn_ros.pipeline`, which does all the work.
+
+Console script ``dynamics_node``; parameters in config/dynamics.yaml; topics in CONVENTIONS.md.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import rclpy
+from builtin_interfaces import msg as builtin_msgs
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs import msg as geometry_msgs
+from nav_msgs.msg import Odometry
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.publisher import Publisher
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos_overriding_options import QoSOverridingOptions
+from sensor_msgs import msg as sensor_msgs
+from std_msgs import msg as std_msgs
+from trajectory_msgs import msg as trajectory_msgs
+
+from liedyn_ros import core
+from liedyn_ros.pipeline import (
+    TOPIC_BASE_ACCELERATION,
+    TOPIC_BASE_WRENCH,
+    TOPIC_EFFORT_COMMAND,
+    TOPIC_FEEDFORWARD,
+    TOPIC_GRAVITY,
+    TOPIC_PREDICTED_ACCELERATION,
+    DynamicsPipeline,
+    MessageClasses,
+    OutputMessageFactory,
+    PipelineConfig,
+)
+
+# name -> (default, description); the types follow the defaults.
+PARAMETERS: dict[str, tuple[Any, str]] = {
+    "robot_description": ("", "URDF XML; empty: wait for the /robot_description topic"),
+    "floating_base": (False, "true: add a floating base; false: the URDF decides (floating root joint)"),
+    "base_link": ("", "odometry child frame / base output frame; empty: the URDF root link"),
+    "gravity": ([0.0, 0.0, -9.81], "world-frame gravity vector [m/s^2]"),
+    "acceleration_source": ("zero", "zero | estimated | reference"),
+    "odom_max_age": (0.02, "max |joint state stamp - odometry stamp| [s]"),
+    "estimator_window": (0.05, "velocity differentiation window for 'estimated' [s]"),
+    "estimator_min_samples": (3, "samples needed in the window before estimating"),
+    "reference_max_age": (1.0, "max age of the reference trajectory [s]; <= 0 disables"),
+    "publish_feedforward": (True, "publish feedforward_torque"),
+    "publish_gravity": (True, "publish gravity_torque"),
+    "publish_predicted_acceleration": (True, "publish predicted_acceleration (needs efforts)"),
+    "publish_base_outputs": (True, "floating base: publish base_wrench, predicted_base_acceleration"),
+    "publish_effort_command": (False, "also publish feedforward torques on effort_command"),
+    "command_joints": ([""], "effort_command joint order; ['']: the model's joint order"),
+    "warn_period": (5.0, "min seconds between two warnings of the same kind"),
+    "diagnostics_period": (1.0, "seconds between /diagnostics messages"),
+}
+# diagnostic_msgs/DiagnosticStatus levels. The generated class serves them through its
+# metaclass, which the type stubs model as instance attributes; spelled out here instead.
+DIAG_OK, DIAG_WARN, DIAG_ERROR = b"\x00", b"\x01", b"\x02"
+MODEL_PARAMETERS = {"robot_description", "floating_base", "gravity"}
+NODE_ONLY_PARAMETERS = MODEL_PARAMETERS | {"diagnostics_period"}
+
+
+def config_from(values: dict[str, Any]) -> PipelineConfig:
+    """PipelineConfig from parameter values; raises ValueError naming a bad parameter."""
+    kwargs = {k: v for k, v in values.items() if k not in NODE_ONLY_PARAMETERS}
+    kwargs["command_joints"] = tuple(j for j in kwargs.get("command_joints", ()) if j)
+    return PipelineConfig(**kwargs)
+
+
+class DynamicsNode(Node):
+    """Subscriptions, publishers and parameters around a :class:`DynamicsPipeline`."""
+
+    def __init__(self) -> None:
+        super().__init__("liedyn_dynamics")
+        for name, (default, text) in PARAMETERS.items():
+            self.declare_parameter(name, default, ParameterDescriptor(description=text))
+        self.add_on_set_parameters_callback(self._validate_parameters)
+        self._classes = MessageClasses.from_modules(
+            builtin_msgs, std_msgs, sensor_msgs, trajectory_msgs, geometry_msgs
+        )
+        self._pipeline: DynamicsPipeline | None = None
+        self._factory: OutputMessageFactory | None = None
+        self._description = ""
+        self._model_status = "waiting for robot_description"
+        self._rebuild = False
+        self._last_diag = (time.monotonic(), 0, 0)
+        self._outputs = self._create_publishers()
+        self._create_subscriptions()
+        period = float(self.get_parameter("diagnostics_period").value)
+        self.create_timer(period, self._publish_diagnostics)
+        self._load_model_from_parameter()
+
+    # -- wiring -------------------------------------------------------------------------
+
+    def _create_publishers(self) -> dict[str, Publisher]:
+        types = {
+            TOPIC_FEEDFORWARD: sensor_msgs.JointState,
+            TOPIC_GRAVITY: sensor_msgs.JointState,
+            TOPIC_PREDICTED_ACCELERATION: trajectory_msgs.JointTrajectory,
+            TOPIC_BASE_WRENCH: geometry_msgs.WrenchStamped,
+            TOPIC_BASE_ACCELERATION: geometry_msgs.AccelStamped,
+            TOPIC_EFFORT_COMMAND: std_msgs.Float64MultiArray,
+        }
+        pubs = {topic: self.create_publisher(kind, topic, 10) for topic, kind in types.items()}
+        self._diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        return pubs
+
+    def _create_subscriptions(self) -> None:
+        # Sensor-data QoS (best effort) also receives from reliable publishers.
+        overrides = QoSOverridingOptions.with_default_policies()
+        self.create_subscription(
+            sensor_msgs.JointState, "joint_states", self._on_joint_state,
+            qos_profile_sensor_data, qos_overriding_options=overrides,
+        )
+        self.create_subscription(
+            Odometry, "odom", self._on_odometry, qos_profile_sensor_data,
+            qos_overriding_options=overrides,
+        )
+        self.create_subscription(trajectory_msgs.JointTrajectory, "reference", self._on_reference, 10)
+        latched = QoSProfile(
+            depth=1, reliability=ReliabilityPolicy.RELIABLE,
+            durability=DurabilityPolicy.TRANSIENT_LOCAL,
+        )
+        self.create_subscription(std_msgs.String, "/robot_description", self._on_description, latched)
+
+    # -- model ----------------------------------------------------------------------------
+
+    def _load_model_from_parameter(self) -> None:
+        description = str(self.get_parameter("robot_description").value)
+        if description:
+            self._build(description)
+        else:
+            self.get_logger().info("waiting for the URDF on /robot_description (std_msgs/String)")
+
+    def _on_description(self, msg: std_msgs.String) -> None:
+        if self.get_parameter("robot_description").value:
+            return  # the parameter wins over the topic
+        if str(msg.data) != self._description:
+            self._build(str(msg.data))
+
+    def _build(self, description: str) -> None:
+        """(Re)build model and pipeline; on failure keep no model and say why."""
+        values = {name: self.get_parameter(name).value for name in PARAMETERS}
+        try:
+            model = core.load_urdf(description, floating_base=bool(values["floating_base"]))
+            model = model.with_gravity(np.asarray(values["gravity"], dtype=np.float64))
+            config = config_from(values)
+            factory = OutputMessageFactory(self._classes, model, config)
+        except ValueError as exc:
+            self._pipeline = self._factory = None
+            self._model_status = f"model error: {exc}"
+            self.get_logger().error(f"cannot build the dynamics model: {exc}")
+            return
+        logger = self.get_logger()
+        self._pipeline = DynamicsPipeline(model, config, log=lambda text: logger.warning(text))
+        self._factory = factory
+        self._description = description
+        kind = "floating" if model.floating_base else "fixed"
+        self._model_status = f"{model.n} joints, {kind} base, root link {model.root_link}"
+        logger.info(f"dynamics model ready: {self._model_status}, joints {list(model.joint_names)}")
+
+    def _validate_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        """Reject bad values before they are set; accepted ones rebuild the pipeline."""
+        values = {name: self.get_parameter(name).value for name in PARAMETERS}
+        values.update({p.name: p.value for p in params if p.name in PARAMETERS})
+        try:
+            config_from(values)
+            gravity = np.asarray(values["gravity"], dtype=np.float64)
+            if gravity.shape != (3,) or not np.isfinite(gravity).all():
+                raise ValueError(f"gravity: expected 3 finite numbers, got {list(gravity)}")
+        except (ValueError, TypeError) as exc:
+            return SetParametersResult(successful=False, reason=str(exc))
+        self._rebuild = True
+        return SetParametersResult(successful=True)
+
+    def _apply_parameter_change(self) -> None:
+        """Rebuild with the parameters accepted by _validate_parameters (set by now)."""
+        self._rebuild = False
+        description = str(self.get_parameter("robot_description").value) or self._description
+        if description:
+            self._build(description)
+
+    # -- callbacks --------------------------------------------------------------------------
+
+    def _on_joint_state(self, msg: sensor_msgs.JointState) -> None:
+        if self._rebuild:
+            self._apply_parameter_change()
+        if self._pipeline is None or self._factory is None:
+            return
+        out = self._pipeline.on_joint_state(msg)
+        if out is None:
+            return
+        for topic, message in self._factory.build(out).items():
+            self._outputs[topic].publish(message)
+
+    def _on_odometry(self, msg: Odometry) -> None:
+        if self._pipeline is not None:
+            self._pipeline.on_odometry(msg)
+
+    def _on_reference(self, msg: trajectory_msgs.JointTrajectory) -> None:
+        if self._pipeline is not None:
+            self._pipeline.on_reference(msg)
+
+    # -- diagnostics --------------------------------------------------------------------------
+
+    def _publish_diagnostics(self) -> None:
+        status = DiagnosticStatus(name=f"{self.get_name()}: dynamics", hardware_id="liedyn_ros")
+        values = [KeyValue(key="model", value=self._model_status)]
+        pipe = self._pipeline
+        if pipe is None:
+            status.level, status.message = DIAG_ERROR, self._model_status
+        else:
+            stats = pipe.stats
+            now = time.monotonic()
+            then, received, skipped = self._last_diag
+            total_skipped = sum(stats.skipped.values())
+            rate = (stats.received - received) / max(now - then, 1e-9)
+            self._last_diag = (now, stats.received, total_skipped)
+            values += [
+                KeyValue(key="input_rate_hz", value=f"{rate:.1f}"),
+                KeyValue(key="published", value=str(stats.published)),
+                KeyValue(key="compute_time_us_mean", value=f"{stats.mean_compute_s * 1e6:.1f}"),
+                KeyValue(key="compute_time_us_last", value=f"{stats.last_compute_s * 1e6:.1f}"),
+            ]
+            values += [KeyValue(key=f"skipped_{r.value}", value=str(c)) for r, c in stats.skipped.items()]
+            fresh_skips = total_skipped - skipped
+            status.level = DIAG_WARN if fresh_skips else DIAG_OK
+            status.message = f"{fresh_skips} samples skipped" if fresh_skips else "ok"
+        status.values = values
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self._diagnostics.publish(array)
+
+
+def main(args: list[str] | None = None) -> None:
+    rclpy.init(args=args)
+    node = DynamicsNode()
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass  # Ctrl-C or the launch system stopping us: a normal exit
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()
