@@ -41,7 +41,7 @@ from liedyn_ros.pipeline import (
 
 # name -> (default, description); the types follow the defaults.
 PARAMETERS: dict[str, tuple[Any, str]] = {
-    "robot_description": ("", "URDF XML; empty: wait for the /robot_description topic"),
+    "robot_description": ("", "URDF XML; empty: wait for the robot_description topic"),
     "floating_base": (False, "true: add a floating base; false: the URDF decides (floating root joint)"),
     "base_link": ("", "odometry child frame / base output frame; empty: the URDF root link"),
     "gravity": ([0.0, 0.0, -9.81], "world-frame gravity vector [m/s^2]"),
@@ -127,7 +127,8 @@ class DynamicsNode(Node):
             depth=1, reliability=ReliabilityPolicy.RELIABLE,
             durability=DurabilityPolicy.TRANSIENT_LOCAL,
         )
-        self.create_subscription(std_msgs.String, "/robot_description", self._on_description, latched)
+        # Relative: /robot_description at the root, or robot_state_publisher's topic in our namespace.
+        self.create_subscription(std_msgs.String, "robot_description", self._on_description, latched)
 
     # -- model ----------------------------------------------------------------------------
 
@@ -136,7 +137,11 @@ class DynamicsNode(Node):
         if description:
             self._build(description)
         else:
-            self.get_logger().info("waiting for the URDF on /robot_description (std_msgs/String)")
+            self.get_logger().info(self._waiting_text())
+
+    def _waiting_text(self) -> str:
+        topic = self.resolve_topic_name("robot_description")
+        return f"waiting for the URDF: set robot_description or publish it on {topic} (std_msgs/String)"
 
     def _on_description(self, msg: std_msgs.String) -> None:
         if self.get_parameter("robot_description").value:
@@ -215,6 +220,8 @@ class DynamicsNode(Node):
         pipe = self._pipeline
         if pipe is None:
             status.level, status.message = DIAG_ERROR, self._model_status
+            if not self._description:
+                self.get_logger().info(self._waiting_text(), throttle_duration_sec=10.0)
         else:
             stats = pipe.stats
             now = time.monotonic()

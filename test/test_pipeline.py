@@ -663,3 +663,37 @@ def test_floating_base_estimated_acceleration_includes_the_base(floating: Any, f
     tau_pin = pin.rnea(pm, pd, np.concatenate([p, quat, q]), v_pin, a_pin)
     np.testing.assert_allclose(out.outputs.tau_ff, tau_pin[6:], atol=1e-6)
     np.testing.assert_allclose(out.outputs.base_wrench, np.concatenate([tau_pin[3:6], tau_pin[:3]]), atol=1e-6)
+
+
+# ---------------------------------------------------------------------------- shipped config
+
+REPO = Path(__file__).resolve().parents[1]
+NODE_ONLY = {"robot_description", "floating_base", "gravity", "diagnostics_period"}
+
+
+def read_ros_parameters(path: Path) -> dict[str, Any]:
+    """The flat ``key: value`` lines under ros__parameters (no YAML library needed)."""
+    values: dict[str, Any] = {}
+    for line in path.read_text().splitlines():
+        match = re.match(r"^\s{4}(\w+):\s*(.+?)\s*(#.*)?$", line)
+        if match:
+            text = match.group(2).replace("true", "True").replace("false", "False")
+            try:
+                import ast
+                values[match.group(1)] = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                values[match.group(1)] = text  # a bare YAML string such as `zero`
+    return values
+
+
+@pytest.mark.parametrize("name", ["dynamics.yaml", "floating_base.yaml"])
+def test_config_files_are_valid_pipeline_configs(name: str) -> None:
+    values = read_ros_parameters(REPO / "config" / name)
+    pipeline_keys = set(PipelineConfig.__dataclass_fields__)
+    assert set(values) <= pipeline_keys | NODE_ONLY, set(values) - pipeline_keys - NODE_ONLY
+    kwargs = {k: v for k, v in values.items() if k in pipeline_keys}
+    kwargs["command_joints"] = tuple(j for j in kwargs.get("command_joints", ()) if j)
+    config = PipelineConfig(**kwargs)  # raises on a bad value
+    assert len(values["gravity"]) == 3 and all(isinstance(g, float) for g in values["gravity"])
+    if name == "dynamics.yaml":  # the documented defaults are the pipeline's defaults
+        assert config == PipelineConfig()
