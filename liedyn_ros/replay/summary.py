@@ -99,19 +99,20 @@ class ResidualSummary:
 
 def format_table(summary: dict[str, Any]) -> str:
     """Fixed-width text table of a summary dict (as saved in summary.json)."""
+    width = max([16] + [len(name) for name in summary["joints"]])
     head = (
-        f"{'joint':<16} {'n':>7} | {'tau res RMS':>11} {'mean':>9} {'max|.|':>9} "
+        f"{'joint':<{width}} {'n':>7} | {'tau res RMS':>11} {'mean':>9} {'max|.|':>9} "
         f"| {'qdd res RMS':>11} {'mean':>9} {'max|.|':>9}"
     )
     lines = [
-        "effort - ID torque [N m or N]      | predicted - estimated acceleration [rad/s^2 or m/s^2]",
+        f"{'':<{width + 8}} | effort - ID torque [N m or N]  | predicted - estimated qdd [rad/s^2 or m/s^2]",
         head,
         "-" * len(head),
     ]
     for name, row in summary["joints"].items():
         t, a = row["torque_residual_Nm"], row["acceleration_residual_rad_s2"]
         lines.append(
-            f"{name:<16} {t['count']:>7} | {_num(t['rms'], 11)} {_num(t['mean'], 9)} "
+            f"{name:<{width}} {t['count']:>7} | {_num(t['rms'], 11)} {_num(t['mean'], 9)} "
             f"{_num(t['max_abs'], 9)} | {_num(a['rms'], 11)} {_num(a['mean'], 9)} {_num(a['max_abs'], 9)}"
         )
     return "\n".join(lines)
