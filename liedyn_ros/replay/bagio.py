@@ -9,14 +9,27 @@ that breaks in the middle yields what came before the damage plus a problem note
 from __future__ import annotations
 
 import heapq
+import struct
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from io import BytesIO
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rosbags.interfaces import MessageDefinitionFormat
+from rosbags.interfaces import Connection, ConnectionExtRosbag2, MessageDefinitionFormat
 from rosbags.rosbag1 import Reader as Reader1
 from rosbags.rosbag2 import Reader as Reader2
+from rosbags.rosbag2.errors import ReaderError as Reader2Error
+from rosbags.rosbag2.storage_mcap import (
+    McapReader,
+    Schema,
+    Statistics,
+    decompress,
+    get_msgdef,
+    get_qos,
+    read_bytes,
+    read_string,
+)
 from rosbags.typesys import Stores, get_types_from_idl, get_types_from_msg, get_typestore
 
 from .errors import ReplayError
@@ -24,7 +37,6 @@ from .errors import ReplayError
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterator
 
-    from rosbags.interfaces import Connection
     from rosbags.typesys.store import Typestore
 
 # rosbag2 bags before Iron do not embed message definitions; these stores supply them.
@@ -135,21 +147,118 @@ def _embedded_types(conn: Connection) -> dict[str, Any]:
     return {}
 
 
+class SalvageMcapReader(McapReader):
+    """Reads an MCAP file whose end is missing (a recording that was killed): no footer, no
+    summary, a cut record. Every complete record is used, including those at the start of a
+    cut uncompressed chunk; schemas and channels may sit inside chunks (rosbag2's writer)."""
+
+    def _open(self) -> None:
+        assert self.bio
+        data = self.bio.read()
+        if data[:9] != b"\x89MCAP0\r\n\x01":
+            raise Reader2Error("not an MCAP file")
+        self._records = list(_mcap_records(data, 17 + int.from_bytes(data[9:17], "little")))
+        for op, body in self._records:
+            if op == 0x03:
+                sid, rest = int.from_bytes(body[:2], "little"), BytesIO(body[2:])
+                self.schemas[sid] = Schema(sid, read_string(rest), read_string(rest), read_string(rest))
+        for op, body in self._records:
+            if op == 0x04:
+                self._add_channel(body)
+        self.statistics = Statistics(0, 0, 0, 0, 0, 0, 0, 0, {})
+
+    def _add_channel(self, body: bytes) -> None:
+        rec = BytesIO(body)
+        cid, sid = int.from_bytes(rec.read(2), "little"), int.from_bytes(rec.read(2), "little")
+        topic, encoding, meta = read_string(rec), read_string(rec), read_bytes(rec)
+        schema = self.schemas.get(sid)
+        self.connections.append(Connection(
+            cid, topic, schema.name if schema else "", get_msgdef(schema), "", 0,
+            ConnectionExtRosbag2(encoding, get_qos(meta)), self,
+        ))
+
+    def messages(self, connections: Any, start: int | None = None, stop: int | None = None) -> Any:
+        wanted = {c.id: c for c in connections}
+        found = []
+        for op, body in self._records:
+            if op == 0x05:
+                cid, log_time = int.from_bytes(body[:2], "little"), int.from_bytes(body[6:14], "little")
+                if cid in wanted:
+                    found.append((log_time, cid, body[22:]))
+        found.sort(key=lambda m: m[0])
+        return ((wanted[cid], t, data) for t, cid, data in found)
+
+
+def _mcap_records(data: bytes, pos: int, end: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """(opcode, body) of every complete record from `pos`; descends into chunks, and into
+    the complete part of a cut uncompressed chunk."""
+    end = len(data) if end is None else end
+    while pos + 9 <= end:
+        op, size = data[pos], int.from_bytes(data[pos + 1 : pos + 9], "little")
+        body = data[pos + 9 : min(pos + 9 + size, end)]
+        if op == 0x06:
+            yield from _chunk_records(body)
+        elif len(body) == size:
+            yield op, body
+        if len(body) < size:
+            return
+        pos += 9 + size
+
+
+def _chunk_records(body: bytes) -> Iterator[tuple[int, bytes]]:
+    rec = BytesIO(body)
+    rec.seek(24)  # start time, end time, uncompressed size
+    (crc,) = struct.unpack("<I", rec.read(4))
+    compression = read_string(rec)
+    (size,) = struct.unpack("<Q", rec.read(8))
+    payload = rec.read(size)
+    if compression:
+        if len(payload) < size:
+            return  # a cut compressed chunk cannot be decoded
+        payload = decompress(payload, compression, int.from_bytes(body[16:24], "little"), crc)
+    yield from _mcap_records(payload, 0)
+
+
+def _single_mcap(path: Path) -> Path | None:
+    if path.is_file():
+        return path if path.suffix == ".mcap" else None
+    files = sorted(path.glob("*.mcap")) if path.is_dir() else []
+    return files[0] if len(files) == 1 else None
+
+
+def _open_reader(path: Path, is_ros1: bool) -> tuple[Reader1 | Reader2, str | None]:
+    """An open reader, and a problem note when only a salvage read was possible."""
+    try:
+        reader: Reader1 | Reader2 = Reader1(path) if is_ros1 else Reader2(_storage_path(path))
+        reader.open()
+        return reader, None
+    except ReplayError:
+        raise
+    except Exception as err:  # noqa: BLE001 - rosbags raises many kinds; all mean unreadable
+        mcap = None if is_ros1 else _single_mcap(path)
+        if mcap is None:
+            raise ReplayError(f"{path}: cannot open bag ({type(err).__name__}: {err})") from err
+        salvage = Reader2(mcap)
+        salvage.storage = SalvageMcapReader(mcap)
+        try:
+            salvage.open()
+        except Exception:  # noqa: BLE001
+            raise ReplayError(f"{path}: cannot open bag ({type(err).__name__}: {err})") from err
+        return salvage, f"{mcap}: damaged MCAP ({err}); read by scanning the file"
+
+
 def open_bag(path: Path, stack: ExitStack) -> BagSource:
     """Open one bag (a .bag file, a rosbag2 directory, or a bare .mcap/.db3 file)."""
     if not path.exists():
         raise ReplayError(f"{path}: no such bag")
     is_ros1 = path.is_file() and path.suffix == ".bag"
-    try:
-        reader: Reader1 | Reader2 = Reader1(path) if is_ros1 else Reader2(_storage_path(path))
-        reader.open()
-    except ReplayError:
-        raise
-    except Exception as err:  # noqa: BLE001 - rosbags raises many kinds; all mean unreadable
-        raise ReplayError(f"{path}: cannot open bag ({type(err).__name__}: {err})") from err
+    reader, problem = _open_reader(path, is_ros1)
     stack.callback(reader.close)
     store, undecodable = _typestore_for(reader, is_ros1)
-    return BagSource(path, reader, store, is_ros1, undecodable)
+    bag = BagSource(path, reader, store, is_ros1, undecodable)
+    if problem:
+        bag.problems.append(problem)
+    return bag
 
 
 class BagSet:
