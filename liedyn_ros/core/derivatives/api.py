@@ -21,7 +21,7 @@ __all__ = [
 Derivatives = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-def rnea_derivatives(model: Model, q, v, a, *, base_pose=None, fast: bool = False) -> Derivatives:
+def rnea_derivatives(model: Model, q, v, a, *, base_pose=None, fast: bool = True) -> Derivatives:
     """(dtau/dq, dtau/dv, dtau/da = M) of tau = rnea(q, v, a), each (..., nv, nv).
 
     Floating base: column k < 6 of dtau/dq is the derivative along T_world_base exp([e_k]).
@@ -40,7 +40,7 @@ def _rnea_derivatives(model: Model, batch, v: np.ndarray, a: np.ndarray, fast: b
     return first_order.rnea_derivatives_batch(model, batch, v, a)
 
 
-def aba_derivatives(model: Model, q, v, tau, *, base_pose=None, fast: bool = False) -> Derivatives:
+def aba_derivatives(model: Model, q, v, tau, *, base_pose=None, fast: bool = True) -> Derivatives:
     """(dqdd/dq, dqdd/dv, dqdd/dtau = M^-1) of a = aba(q, v, tau), each (..., nv, nv).
 
     Differentiating ID(q, v, FD(q, v, tau)) = tau: dFD/dx = -M^-1 dID/dx at a = FD(q, v, tau).
@@ -56,7 +56,7 @@ def aba_derivatives(model: Model, q, v, tau, *, base_pose=None, fast: bool = Fal
     return tuple(batch.restore(x) for x in out)  # type: ignore[return-value]
 
 
-def hybrid_derivatives(model: Model, q, v, a_or_tau, prescribed, *, base_pose=None, fast: bool = False
+def hybrid_derivatives(model: Model, q, v, a_or_tau, prescribed, *, base_pose=None, fast: bool = True
                        ) -> Derivatives:
     """Derivatives of hybrid dynamics (Kim Table 7): (dy/dq, dy/dv, dy/du), each (..., nv, nv).
 
