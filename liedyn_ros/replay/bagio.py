@@ -135,6 +135,8 @@ def _typestore_for(reader: Reader1 | Reader2, is_ros1: bool) -> tuple[Typestore,
 
 def _embedded_types(conn: Connection) -> dict[str, Any]:
     fmt, text = conn.msgdef.format, conn.msgdef.data
+    if not text.strip():
+        return {}  # an empty definition would register an empty, wrong message type
     if fmt == MessageDefinitionFormat.MSG:
         return dict(get_types_from_msg(text, conn.msgtype))
     if fmt == MessageDefinitionFormat.IDL:

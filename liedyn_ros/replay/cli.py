@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -110,12 +111,14 @@ def _run_parallel(args: argparse.Namespace) -> int:
     outs = _separate_outputs(args.bags, args.out)
     jobs = [(bag, options_from_args(args, out, progress=False)) for bag, out in zip(args.bags, outs)]
     failed = 0
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+    # spawn, not fork: the parent may already run OpenMP threads (numba, BLAS), and a
+    # forked child of such a process aborts.
+    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(_replay_one, bag, opts) for bag, opts in jobs]
         for (bag, _), future in zip(jobs, futures):
             try:
                 print_report(future.result())
-            except ReplayError as err:
+            except (ReplayError, OSError, ValueError) as err:
                 failed += 1
                 print(f"liedyn-replay: error: {bag}: {err}", file=sys.stderr)
     return 1 if failed else 0
