@@ -24,6 +24,7 @@ class GlobalForm:
     G: np.ndarray  # (B, 6N, 6N)
     S: np.ndarray  # (6N, N_dof) body screws, 1_6 for a floating base
     J: np.ndarray  # (6N, 6N) block-diagonal spatial inertias
+    J_blocks: np.ndarray  # (N, 6, 6) the same, one block per body
     P: np.ndarray  # (N_dof, nv) generalized coordinates -> body joint rates (the mimic map)
 
 
@@ -51,4 +52,5 @@ def global_form(model: Model, batch: Batch) -> GlobalForm:
         S[k:k + 6, 6 * base + i] = model.S[i]
         J[k:k + 6, k:k + 6] = model.J[i]
     P[6 * base:, 6 * base:] = model.P
-    return GlobalForm(Gamma, G, S, J, P)
+    J_blocks = np.concatenate([model.J_base[None], model.J]) if base else model.J
+    return GlobalForm(Gamma, G, S, J, J_blocks, P)
