@@ -35,6 +35,13 @@ from .base import (
     velocity_from_twist,
 )
 from .dynamics import aba, coriolis_matrix, gravity, hybrid, mass_matrix, rnea
+from .derivatives import (
+    aba_derivatives,
+    aba_time_derivatives,
+    hybrid_derivatives,
+    rnea_derivatives,
+    rnea_time_derivatives,
+)
 from .model import DEFAULT_GRAVITY, Model, URDFError, load_urdf
 
 __all__ = [
@@ -48,6 +55,11 @@ __all__ = [
     "mass_matrix",
     "coriolis_matrix",
     "hybrid",
+    "rnea_derivatives",
+    "aba_derivatives",
+    "hybrid_derivatives",
+    "rnea_time_derivatives",
+    "aba_time_derivatives",
     "pose_from_position_quaternion",
     "position_quaternion_from_pose",
     "velocity_from_twist",
