@@ -150,7 +150,7 @@ def test_energy_balance_along_simulated_motion(name: str) -> None:
     """
     model, q, v, _, T = sample(name, 21)
     rng = np.random.default_rng(21)
-    tau = rng.normal(size=model.nv)
+    tau = 0.1 * rng.normal(size=model.nv)  # small: the light legs of Solo12 accelerate fast
     if model.floating_base:
         tau[:6] = 0.0
 
