@@ -103,7 +103,9 @@ def prepare(model: Model, q, vectors: dict[str, object] | None = None, *, base_p
     B = int(np.prod(shape, dtype=np.int64))
 
     def flat(x: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
-        return np.ascontiguousarray(np.broadcast_to(x, shape + tail).reshape((B,) + tail))
+        # Writeable as well as contiguous: the compiled kernels are built for writeable arrays only.
+        out = np.ascontiguousarray(np.broadcast_to(x, shape + tail).reshape((B,) + tail))
+        return out if out.flags.writeable else out.copy()
 
     f_body = f_base = None
     if fext:

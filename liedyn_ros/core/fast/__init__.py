@@ -1,0 +1,13 @@
+"""The compiled fast path: numba kernels equal to `liedyn_ros.core.reference` (proven by tests).
+
+Each algorithm has a single-sample kernel (`*_one`, which also checks lengths, NaN and the pose
+and returns a status instead of raising) and a batch kernel (`*_many`, parallel over samples).
+Kernels return OK, BAD_INPUT or SINGULAR; `liedyn_ros.core.dynamics` turns anything but OK into
+the reference's precise ValueError.
+"""
+from __future__ import annotations
+
+from .kinematics import BAD_INPUT, OK, SINGULAR
+from .layout import FastModel, fast_model
+
+__all__ = ["FastModel", "fast_model", "OK", "BAD_INPUT", "SINGULAR"]

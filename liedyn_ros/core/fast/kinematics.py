@@ -1,0 +1,80 @@
+"""Compiled forward pass shared by the kernels: joint transforms, input checks, body rates."""
+from __future__ import annotations
+
+from .layout import COORD, MULT, PARENT, SCREW
+from .spatial import all_finite, bracket, ijit, joint_transform, pose_is_valid, twist_to_child
+
+OK, BAD_INPUT, SINGULAR = 0, 1, 2
+
+
+@ijit
+def sizes(mi):
+    """(nb, n, nv) of the packed model."""
+    nb = mi.shape[0] - 1
+    return nb, mi[nb, 0], mi[nb, 1]
+
+
+@ijit
+def inputs_valid(mi, q, vectors, T):
+    """Lengths, finiteness and the SE(3) pose, as checks.prepare demands (it says what is wrong)."""
+    nb, n, nv = sizes(mi)
+    if q.shape[0] != n or not all_finite(q) or not pose_is_valid(T):
+        return False
+    for x in vectors:
+        if x.shape[0] != nv or not all_finite(x):
+            return False
+    return True
+
+
+@ijit
+def joint_transforms(mf, mi, q, R, p):
+    """(R_i, p_i) of every f_{lambda(i), i}."""
+    for i in range(mi.shape[0] - 1):
+        joint_transform(mf, i, q[mi[i, COORD]], R[i], p[i])
+
+
+@ijit
+def body_rate(mf, mi, i, x):
+    """Rate of body i's joint from a generalized vector x (the base part, if any, comes first)."""
+    nb, n, nv = sizes(mi)
+    return mf[i, MULT] * x[nv - n + mi[i, COORD]]
+
+
+@ijit
+def body_velocities(mf, mi, R, p, v, V, eta):
+    """V_i = Ad_{f_i^-1} V_lambda(i) + S_i qd_i and eta_i = ad_{V_i} S_i qd_i (Kim Table 3).
+
+    Row nb of V holds the base twist (zero for a fixed base), set by the caller; the parent of a
+    root body is that row.
+    """
+    nb, n, nv = sizes(mi)
+    for i in range(nb):
+        twist_to_child(R[i], p[i], V[parent_row(mi, i)], V[i])
+        qd = body_rate(mf, mi, i, v)
+        S = mf[i, SCREW:SCREW + 6]
+        for r in range(6):
+            V[i, r] += S[r] * qd
+        bracket(V[i], S, eta[i])
+        for r in range(6):
+            eta[i, r] *= qd
+
+
+@ijit
+def parent_row(mi, i):
+    """lambda(i), or the base row nb for a root body."""
+    parent = mi[i, PARENT]
+    return parent if parent >= 0 else mi.shape[0] - 1
+
+
+@ijit
+def block(ws, start, rows, cols):
+    """A (rows, cols) view of the workspace at `start`, and the offset after it."""
+    return ws[start:start + rows * cols].reshape((rows, cols)), start + rows * cols
+
+
+@ijit
+def transforms_block(ws, start, nb):
+    """Views R (nb, 3, 3) and p (nb, 3) for the joint transforms, and the offset after them."""
+    R = ws[start:start + 9 * nb].reshape((nb, 3, 3))
+    p = ws[start + 9 * nb:start + 12 * nb].reshape((nb, 3))
+    return R, p, start + 12 * nb

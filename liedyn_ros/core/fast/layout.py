@@ -1,0 +1,79 @@
+"""The model packed into two flat arrays for the compiled kernels, built once per model.
+
+Numba's call overhead grows with every array argument (about 70 ns each), so a model travels as
+one float array `mf` and one int array `mi`:
+
+    mf[i]   body i (0 <= i < nb):  R of M_i (row-major), p of M_i, S_i, J_i (row-major),
+                                   mimic multiplier and offset (q_i = mult q_coord + offset)
+    mf[nb]  the base:              gravity (world frame) in the first columns, J_base
+    mi[i]   body i:                lambda(i), the coordinate that drives it
+    mi[nb]  sizes:                 n, nv
+
+The column offsets below are compile-time constants inside the kernels.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import Model
+from .entry import compile_single_kernels
+
+__all__ = ["FastModel", "fast_model", "RM", "PM", "SCREW", "INERTIA", "MULT", "OFFSET", "GRAVITY",
+           "PARENT", "COORD"]
+
+RM, PM, SCREW, INERTIA, MULT, OFFSET = 0, 9, 12, 18, 54, 55
+GRAVITY = 0
+WIDTH = 56
+PARENT, COORD = 0, 1
+
+
+class FastModel:
+    """Kernel-ready arrays of one model and the workspace its single-sample calls reuse.
+
+    The single-sample kernels hold the GIL (no nogil), so one workspace per model is safe.
+    """
+
+    def __init__(self, model: Model) -> None:
+        nb = model.nb
+        mf = np.zeros((nb + 1, WIDTH))
+        mf[:nb, RM:RM + 9] = model.M[:, :3, :3].reshape(nb, 9)
+        mf[:nb, PM:PM + 3] = model.M[:, :3, 3]
+        mf[:nb, SCREW:SCREW + 6] = model.S
+        mf[:nb, INERTIA:INERTIA + 36] = model.J.reshape(nb, 36)
+        coordinate = model.coordinate
+        mf[:nb, MULT] = model.P[np.arange(nb), coordinate] if model.n else 0.0
+        mf[:nb, OFFSET] = model.q_offset
+        mf[nb, GRAVITY:GRAVITY + 3] = model.gravity
+        mf[nb, INERTIA:INERTIA + 36] = model.J_base.reshape(36)
+        mi = np.zeros((nb + 1, 2), dtype=np.int64)
+        mi[:nb, PARENT] = model.parent
+        mi[:nb, COORD] = coordinate
+        mi[nb] = model.n, model.nv
+        self.mf, self.mi = mf, mi
+        self.n, self.nb, self.nv = model.n, nb, model.nv
+        self.floating = model.floating_base
+        self.has_mimic = model.has_mimic
+        self.ws = np.zeros(workspace_size(nb, model.nv))
+        self.identity = np.eye(4)  # the base pose of a fixed base: gravity is given in its frame
+        # f_body (B, nb, 6) and f_base (B, 6) of a batch without external wrenches
+        self.no_body_force, self.no_base_force = np.zeros((0, nb, 6)), np.zeros((0, 6))
+
+
+def workspace_size(nb: int, nv: int) -> int:
+    """Floats of scratch memory one sample of any kernel needs (see the kernels' `_views`)."""
+    return 140 * (nb + 1) + 3 * nv * nv + 8 * nv + 64
+
+
+def fast_model(model: Model) -> FastModel:
+    """The packed arrays of `model`, built on first use and kept as long as the model lives.
+
+    They are cached in the model's instance dictionary (a private entry, not a dataclass field):
+    a dictionary lookup costs a tenth of a weak-reference map's, which matters at 2 us per call.
+    Copies made by dataclasses.replace (Model.with_gravity) start without it.
+    """
+    fm = model.__dict__.get("_fast")
+    if fm is None:
+        compile_single_kernels()
+        fm = FastModel(model)
+        object.__setattr__(model, "_fast", fm)  # Model is frozen; the cache is no model field
+    return fm

@@ -1,0 +1,193 @@
+"""Compiled spatial-algebra steps on (R, p) pairs and 6-vectors, without allocation.
+
+A joint transform f_i = (R, p) is stored as rotation and translation; its adjoints act as
+    Ad_{f^-1} (w, v)    = (R^T w, R^T (v + w x p))          twists, parent -> child frame
+    Ad_{f^-1}^T (m, f)  = (R m + p x R f, R f)              wrenches, child -> parent frame
+which costs a third of a 6x6 product. Twists are (omega, v), wrenches (m, f).
+"""
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+from .layout import INERTIA, MULT, OFFSET, PM, RM, SCREW
+
+jit = njit(cache=True, error_model="numpy")
+# Small steps are inlined into the kernels: numba then drops the reference counting of the
+# array views they take, which otherwise costs more than the arithmetic.
+ijit = njit(cache=True, error_model="numpy", inline="always")
+# Batch kernels: numba's prange spreads samples over its thread pool.
+pjit = njit(cache=True, error_model="numpy", parallel=True)
+
+
+@ijit
+def joint_transform(mf, i, q_coord, R, p):
+    """(R, p) of f_i = M_i exp([S_i] q_i), q_i = mult q_coord + offset (Park et al. eqs. 15-17, 22).
+
+    exp([S] t) with S = (w, v), |w| = k: rotation Rodrigues(w/k, k t) and translation
+    (I k t + (1 - cos) [u] + (k t - sin) [u]^2) v / k; a pure translation v t when w = 0.
+    """
+    t = mf[i, MULT] * q_coord + mf[i, OFFSET]
+    wx, wy, wz = mf[i, SCREW], mf[i, SCREW + 1], mf[i, SCREW + 2]
+    vx, vy, vz = mf[i, SCREW + 3], mf[i, SCREW + 4], mf[i, SCREW + 5]
+    k = math.sqrt(wx * wx + wy * wy + wz * wz)
+    if k == 0.0:
+        e00, e01, e02, e10, e11, e12, e20, e21, e22 = 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0
+        ex, ey, ez = vx * t, vy * t, vz * t
+    else:
+        ux, uy, uz = wx / k, wy / k, wz / k
+        th = k * t
+        s, c = math.sin(th), math.cos(th)
+        a, b = 1.0 - c, th - s
+        e00, e01, e02 = c + a * ux * ux, a * ux * uy - s * uz, a * ux * uz + s * uy
+        e10, e11, e12 = a * ux * uy + s * uz, c + a * uy * uy, a * uy * uz - s * ux
+        e20, e21, e22 = a * ux * uz - s * uy, a * uy * uz + s * ux, c + a * uz * uz
+        # (I th + a [u] + b [u]^2) v / k with [u]^2 = u u^T - I
+        vx, vy, vz = vx / k, vy / k, vz / k
+        cx, cy, cz = uy * vz - uz * vy, uz * vx - ux * vz, ux * vy - uy * vx
+        d = ux * vx + uy * vy + uz * vz
+        ex = (th - b) * vx + a * cx + b * d * ux
+        ey = (th - b) * vy + a * cy + b * d * uy
+        ez = (th - b) * vz + a * cz + b * d * uz
+    for r in range(3):
+        m0, m1, m2 = mf[i, RM + 3 * r], mf[i, RM + 3 * r + 1], mf[i, RM + 3 * r + 2]
+        R[r, 0] = m0 * e00 + m1 * e10 + m2 * e20
+        R[r, 1] = m0 * e01 + m1 * e11 + m2 * e21
+        R[r, 2] = m0 * e02 + m1 * e12 + m2 * e22
+        p[r] = m0 * ex + m1 * ey + m2 * ez + mf[i, PM + r]
+
+
+@ijit
+def twist_to_child(R, p, V, out):
+    """out = Ad_{f^-1} V."""
+    wx, wy, wz = V[0], V[1], V[2]
+    ux = V[3] + wy * p[2] - wz * p[1]
+    uy = V[4] + wz * p[0] - wx * p[2]
+    uz = V[5] + wx * p[1] - wy * p[0]
+    for r in range(3):
+        out[r] = R[0, r] * wx + R[1, r] * wy + R[2, r] * wz
+        out[r + 3] = R[0, r] * ux + R[1, r] * uy + R[2, r] * uz
+
+
+@ijit
+def wrench_to_parent(R, p, F, out):
+    """out += Ad_{f^-1}^T F."""
+    fx = R[0, 0] * F[3] + R[0, 1] * F[4] + R[0, 2] * F[5]
+    fy = R[1, 0] * F[3] + R[1, 1] * F[4] + R[1, 2] * F[5]
+    fz = R[2, 0] * F[3] + R[2, 1] * F[4] + R[2, 2] * F[5]
+    for r in range(3):
+        out[r] += R[r, 0] * F[0] + R[r, 1] * F[1] + R[r, 2] * F[2]
+    out[0] += p[1] * fz - p[2] * fy
+    out[1] += p[2] * fx - p[0] * fz
+    out[2] += p[0] * fy - p[1] * fx
+    out[3] += fx
+    out[4] += fy
+    out[5] += fz
+
+
+@ijit
+def congruence_to_parent(R, p, A, out, tmp):
+    """out += Ad_{f^-1}^T A Ad_{f^-1} for any 6x6 A (tmp: 6x6 scratch).
+
+    X^T A X = (X^T (X^T A)^T)^T: two passes of the wrench map over six columns each.
+    """
+    for r in range(6):
+        for c in range(6):
+            tmp[r, c] = 0.0
+    for c in range(6):
+        wrench_to_parent(R, p, A[:, c], tmp[c])  # tmp = (X^T A)^T
+    for c in range(6):
+        for r in range(6):
+            A[r, c] = 0.0
+        wrench_to_parent(R, p, tmp[:, c], A[c])  # A <- (X^T A X)^T, A itself is spent
+    for r in range(6):
+        for c in range(6):
+            out[r, c] += A[c, r]
+
+
+@ijit
+def body_inertia_times(mf, i, V, out):
+    """out = J_i V (i = nb for the base)."""
+    for r in range(6):
+        s = 0.0
+        for c in range(6):
+            s += mf[i, INERTIA + 6 * r + c] * V[c]
+        out[r] = s
+
+
+@ijit
+def mat6_times(A, V, out):
+    """out = A V for a 6x6 A."""
+    for r in range(6):
+        s = 0.0
+        for c in range(6):
+            s += A[r, c] * V[c]
+        out[r] = s
+
+
+@ijit
+def bracket(V, S, out):
+    """out = ad_V S = [V, S] = (w x s_w, v x s_w + w x s_v)."""
+    out[0] = V[1] * S[2] - V[2] * S[1]
+    out[1] = V[2] * S[0] - V[0] * S[2]
+    out[2] = V[0] * S[1] - V[1] * S[0]
+    out[3] = V[4] * S[2] - V[5] * S[1] + V[1] * S[5] - V[2] * S[4]
+    out[4] = V[5] * S[0] - V[3] * S[2] + V[2] * S[3] - V[0] * S[5]
+    out[5] = V[3] * S[1] - V[4] * S[0] + V[0] * S[4] - V[1] * S[3]
+
+
+@ijit
+def coadjoint_bias(V, h, out):
+    """out += -ad*_V h = (w x m + v x f, w x f) for h = (m, f), the Newton-Euler velocity term."""
+    out[0] += V[1] * h[2] - V[2] * h[1] + V[4] * h[5] - V[5] * h[4]
+    out[1] += V[2] * h[0] - V[0] * h[2] + V[5] * h[3] - V[3] * h[5]
+    out[2] += V[0] * h[1] - V[1] * h[0] + V[3] * h[4] - V[4] * h[3]
+    out[3] += V[1] * h[5] - V[2] * h[4]
+    out[4] += V[2] * h[3] - V[0] * h[5]
+    out[5] += V[0] * h[4] - V[1] * h[3]
+
+
+@ijit
+def screw_dot(mf, i, F):
+    """S_i^T F."""
+    s = 0.0
+    for r in range(6):
+        s += mf[i, SCREW + r] * F[r]
+    return s
+
+
+@ijit
+def pose_is_valid(T):
+    """T is 4x4, in SE(3) to the tolerance of checks.check_pose (1e-6), all entries finite."""
+    if T.shape[0] != 4 or T.shape[1] != 4:
+        return False
+    for r in range(4):
+        for c in range(4):
+            if not math.isfinite(T[r, c]):
+                return False
+    for r in range(3):
+        for c in range(3):
+            d = T[r, 0] * T[c, 0] + T[r, 1] * T[c, 1] + T[r, 2] * T[c, 2] - (1.0 if r == c else 0.0)
+            if abs(d) > 1e-6:
+                return False
+    det = (T[0, 0] * (T[1, 1] * T[2, 2] - T[1, 2] * T[2, 1]) - T[0, 1] * (T[1, 0] * T[2, 2] - T[1, 2] * T[2, 0])
+           + T[0, 2] * (T[1, 0] * T[2, 1] - T[1, 1] * T[2, 0]))
+    return det >= 0.0 and abs(T[3, 0]) <= 1e-6 and abs(T[3, 1]) <= 1e-6 and abs(T[3, 2]) <= 1e-6 \
+        and abs(T[3, 3] - 1.0) <= 1e-6
+
+
+@ijit
+def all_finite(x):
+    for k in range(x.shape[0]):
+        if not math.isfinite(x[k]):
+            return False
+    return True
+
+
+@ijit
+def gravity_in_base(mf, nb, T, out):
+    """out = (0, -R^T g): gravity as a fictitious upward base acceleration, in the base frame."""
+    out[0] = out[1] = out[2] = 0.0
+    for r in range(3):
+        out[3 + r] = -(T[0, r] * mf[nb, 0] + T[1, r] * mf[nb, 1] + T[2, r] * mf[nb, 2])
