@@ -9,7 +9,7 @@ median starts a new run, so no derivative is taken across a gap.
 
 `StreamingDifferentiator` does the same over a stream of blocks with bounded memory: it
 holds back the last half window of samples until their right-hand neighbours arrive, and
-keeps half a window of already emitted samples as left context.
+keeps a window of already emitted samples as left context, so the result equals one pass.
 """
 
 from __future__ import annotations
@@ -115,10 +115,14 @@ class StreamingDifferentiator:
     def feed(self, block: SampleBlock) -> Iterator[tuple[SampleBlock, NDArray[np.float64]]]:
         buf = block if self._pending is None else self._pending.concat(block)
         self._pending = buf
-        hold = self.settings.half
-        if len(buf) - self._context <= hold:
-            return
-        yield from self._emit(len(buf) - hold)
+        end = len(buf) - self.settings.half
+        # The first samples of a run are fitted over the run's first window: hold the
+        # newest run back until a full window of it has arrived.
+        newest = int(run_starts(buf.stamp_ns, self.settings.gap_factor)[-1])
+        if len(buf) - newest < self.settings.window:
+            end = min(end, newest)
+        if end > self._context:
+            yield from self._emit(end)
 
     def finish(self) -> Iterator[tuple[SampleBlock, NDArray[np.float64]]]:
         if self._pending is not None and len(self._pending) > self._context:
@@ -131,6 +135,8 @@ class StreamingDifferentiator:
         assert buf is not None
         accel = differentiate(buf.stamp_ns, buf.v, self.settings)
         yield buf.slice(self._context, end), accel[self._context : end]
-        keep_from = max(0, end - self.settings.half)
+        # Keep a full window before the held samples: at the end of the stream they are
+        # fitted over the last `window` samples, exactly as in one pass over everything.
+        keep_from = max(0, end - 2 * self.settings.half)
         self._pending = buf.slice(keep_from, len(buf))
         self._context = end - keep_from

@@ -7,7 +7,7 @@ import multiprocessing
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from .accel import SavgolSettings
 from .errors import ReplayError
@@ -64,7 +64,7 @@ def options_from_args(args: argparse.Namespace, out: Path, progress: bool) -> Re
     )
 
 
-def print_report(report: ReplayReport, stream: object = sys.stdout) -> None:
+def print_report(report: ReplayReport, stream: TextIO | None = None) -> None:
     lines = [
         f"replayed {', '.join(report.bags)} -> {report.out}",
         f"joint states: {report.received} read, {report.processed} processed in {report.elapsed_s:.2f} s",
@@ -77,7 +77,7 @@ def print_report(report: ReplayReport, stream: object = sys.stdout) -> None:
         lines.append(f"WARNING: {problem}")
     lines.append("published: " + ", ".join(f"/liedyn/{k}={v}" for k, v in report.published.items()))
     lines += ["", report.table, ""]
-    print("\n".join(lines), file=stream)  # type: ignore[call-overload]
+    print("\n".join(lines), file=stream or sys.stdout)
 
 
 def _replay_one(bag: Path, options: ReplayOptions) -> ReplayReport:
