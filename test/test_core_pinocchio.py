@@ -129,3 +129,12 @@ def test_leading_batch_dimensions_are_kept() -> None:
     assert tau.shape == (2, 3, t.model.n) and M.shape == (2, 3, t.model.n, t.model.n)
     assert_close(tau[1, 2], pin_rnea(t, q[1, 2], v[1, 2], a[1, 2]))
     assert_close(M[0, 1], pin_mass_matrix(t, q[0, 1]))
+
+
+def test_random_trees_cover_what_they_claim() -> None:
+    """The synthetic trees branch and use every joint type (fixed ones merged away)."""
+    models = [case(f"tree{k}").model for k in range(3)]
+    types = {ty for m in models for ty in m.body_types}
+    assert types == {"revolute", "continuous", "prismatic"}
+    assert any(len(set(m.parent.tolist())) < m.nb for m in models)  # some body has two children
+    assert any(len(m.link_frames) > m.nb + 1 for m in models)  # some link merged by a fixed joint
