@@ -28,9 +28,19 @@ def rnea_derivatives(model: Model, q, v, a, *, base_pose=None, fast: bool = True
     Mimic joints: derivatives w.r.t. the coordinates (q_body = P q + q_offset).
     fast=False runs the readable reference (Kim Table 5) instead of the numba kernel.
     """
+    if fast and (single := _single(model, q, v, a, base_pose, False)) is not None:
+        return single
     batch = prepare(model, q, {"v": v, "a": a}, base_pose=base_pose)
     out = _rnea_derivatives(model, batch, *batch.vectors, fast)
     return tuple(batch.restore(x) for x in out)  # type: ignore[return-value]
+
+
+def _single(model: Model, q, v, x, base_pose, forward: bool) -> Derivatives | None:
+    """The numba single-sample path for plain float64 vectors; None means: take the general path."""
+    from .fast import derivatives_single, is_single_sample
+    if not is_single_sample(model, q, v, x, base_pose):
+        return None
+    return derivatives_single(model, q, v, x, base_pose, forward)
 
 
 def _rnea_derivatives(model: Model, batch, v: np.ndarray, a: np.ndarray, fast: bool) -> Derivatives:
@@ -45,6 +55,8 @@ def aba_derivatives(model: Model, q, v, tau, *, base_pose=None, fast: bool = Tru
 
     Differentiating ID(q, v, FD(q, v, tau)) = tau: dFD/dx = -M^-1 dID/dx at a = FD(q, v, tau).
     """
+    if fast and (single := _single(model, q, v, tau, base_pose, True)) is not None:
+        return single
     batch = prepare(model, q, {"v": v, "tau": tau}, base_pose=base_pose)
     v_, tau_ = batch.vectors
     if fast:

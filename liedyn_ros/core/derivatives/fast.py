@@ -29,6 +29,8 @@ it equal to the Table 5 reference. aba derivatives: -M^-1 dID/dx at a = FD(q, v,
 """
 from __future__ import annotations
 
+import weakref
+
 import numba as nb
 import numpy as np
 
@@ -426,3 +428,107 @@ def aba_derivatives_fast(model: Model, batch: Batch, v: np.ndarray, tau: np.ndar
                tau_b, dq, dv, Mm, ddq, Minv)
     dq, dv = _to_coordinates(model, dq, dv)
     return -Minv @ dq, -Minv @ dv, Minv
+
+
+# ------------------------------------------------------------------------ single-sample path
+# One unbatched float64 sample skips the numpy glue: the kernel splits the vectors, applies the
+# mimic map, checks finiteness and the pose, and reports bad input so that the caller can let
+# checks.prepare raise its ValueError.
+
+_PACKS: "weakref.WeakKeyDictionary[Model, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _pack(model: Model) -> tuple:
+    pack = _PACKS.get(model)
+    if pack is None:
+        c = np.ascontiguousarray
+        pack = (c(model.parent), c(model.M), c(model.S), c(model.J), c(model.J_base), bool(model.floating_base),
+                c(body_map(model)), c(model.q_offset), c(model.gravity), bool(model.has_mimic))
+        _PACKS[model] = pack
+    return pack
+
+
+@nb.njit(**_JIT)
+def _finite(x):
+    for e in x.ravel():
+        if not np.isfinite(e):
+            return False
+    return True
+
+
+@nb.njit(**_JIT)
+def _is_pose(T):
+    for r in range(3):
+        for c in range(3):
+            acc = T[r, 0] * T[c, 0] + T[r, 1] * T[c, 1] + T[r, 2] * T[c, 2]
+            if abs(acc - (1.0 if r == c else 0.0)) > 1e-6:
+                return False
+    det = (T[0, 0] * (T[1, 1] * T[2, 2] - T[1, 2] * T[2, 1]) - T[0, 1] * (T[1, 0] * T[2, 2] - T[1, 2] * T[2, 0])
+           + T[0, 2] * (T[1, 0] * T[2, 1] - T[1, 1] * T[2, 0]))
+    return det > 0 and T[3, 0] == 0.0 and T[3, 1] == 0.0 and T[3, 2] == 0.0 and T[3, 3] == 1.0
+
+
+@nb.njit(**_JIT)
+def _single(parent, Mh, S, J, J0, floating, Pf, q_off, grav, mimic, q, v, x, T, forward):
+    """rnea (forward=False, x = a) or aba (forward=True, x = tau) derivatives of one sample.
+
+    Returns (ok, dq, dv, third) in generalized coordinates; ok is False for non-finite input or a
+    base pose outside SE(3).
+    """
+    nvb = Pf.shape[0]
+    o = 6 if floating else 0
+    dq = np.zeros((nvb, nvb))
+    dv = np.zeros((nvb, nvb))
+    Mm = np.zeros((nvb, nvb))
+    if not (_finite(q) and _finite(v) and _finite(x) and _finite(T) and (not floating or _is_pose(T))):
+        return False, dq, dv, Mm
+    n = parent.shape[0]
+    qb = Pf[o:, o:] @ q + q_off
+    vb = Pf @ v
+    a_g = np.zeros(6)
+    for r in range(3):
+        a_g[3 + r] = -(T[0, r] * grav[0] + T[1, r] * grav[1] + T[2, r] * grav[2])
+    V0 = np.zeros(6)
+    A0 = a_g.copy()
+    if floating:
+        V0[:] = vb[:6]
+    tau = np.zeros(nvb)
+    if forward:
+        _derivatives_one(parent, Mh, S, J, J0, floating, qb, V0, vb[o:], A0, np.zeros(n), tau, dq, dv, Mm)
+        Mc = Pf.T @ Mm @ Pf
+        Li = np.linalg.inv(np.linalg.cholesky(Mc))
+        Minv = Li.T @ Li
+        acc = Pf @ (Minv @ (x - Pf.T @ tau))
+    else:
+        acc = Pf @ x
+    if floating:
+        A0 += acc[:6]
+    _derivatives_one(parent, Mh, S, J, J0, floating, qb, V0, vb[o:], A0, acc[o:].copy(), tau, dq, dv, Mm)
+    if floating:
+        _base_pose_columns(Mm, a_g, dq)
+    if mimic:
+        dq, dv, Mm = Pf.T @ dq @ Pf, Pf.T @ dv @ Pf, Pf.T @ Mm @ Pf
+    if forward:
+        return True, -Minv @ dq, -Minv @ dv, Minv
+    return True, dq, dv, Mm
+
+
+def is_single_sample(model: Model, q, v, x, base_pose) -> bool:
+    """Plain unbatched float64 ndarrays of the right lengths (and a 4x4 pose for a floating base)."""
+    for arr, length in ((q, model.n), (v, model.nv), (x, model.nv)):
+        if type(arr) is not np.ndarray or arr.dtype != np.float64 or arr.shape != (length,):
+            return False
+    if model.floating_base:
+        return type(base_pose) is np.ndarray and base_pose.dtype == np.float64 and base_pose.shape == (4, 4)
+    return base_pose is None
+
+
+_EYE4 = np.eye(4)
+
+
+def derivatives_single(model: Model, q: np.ndarray, v: np.ndarray, x: np.ndarray, base_pose, forward: bool):
+    """(dq, dv, M or M^-1) of one sample, or None when the input is bad (let prepare explain)."""
+    T = _EYE4 if base_pose is None else np.ascontiguousarray(base_pose)
+    ok, dq, dv, third = _single(*_pack(model), np.ascontiguousarray(q), np.ascontiguousarray(v),
+                                np.ascontiguousarray(x), T, forward)
+    return (dq, dv, third) if ok else None
