@@ -168,7 +168,8 @@ def _link_inertia(link: ET.Element) -> np.ndarray:
         raise URDFError(f"link {name!r}: negative mass {mass}")
     I_el = inertial.find("inertia")
     keys = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
-    vals = [float(I_el.get(k, "0")) if I_el is not None else 0.0 for k in keys]
+    vals = [_floats(I_el.get(k, "0") if I_el is not None else "0", (0.0,), f"link {name!r} inertia {k}")[0]
+            for k in keys]
     ixx, ixy, ixz, iyy, iyz, izz = vals
     I_inertial = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
     if np.min(np.linalg.eigvalsh(I_inertial)) < -1e-9 * max(1.0, np.abs(I_inertial).max()):
