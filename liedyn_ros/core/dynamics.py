@@ -2,10 +2,11 @@
 
 A single sample of float64 vectors goes straight to a `*_one` kernel, which checks lengths, NaN
 and the pose itself (a few hundred nanoseconds instead of numpy's microseconds). Anything else
-(lists, batches, external wrenches, other dtypes) takes the general path: `checks.prepare`
-validates and flattens it, a parallel `*_many` kernel computes it. Whenever a kernel reports bad
-input or a singular inertia, the readable reference implementation (`liedyn_ros.core.reference`)
-is run on the same arguments: it raises the precise ValueError.
+(lists, batches, external wrenches, other dtypes) makes the kernel's dispatcher raise TypeError
+and takes the general path: `checks.prepare` validates and flattens it, a parallel `*_many`
+kernel computes it. Whenever a kernel reports bad input or a singular inertia, the readable
+reference implementation (`liedyn_ros.core.reference`) runs on the same arguments: it raises
+the precise error.
 """
 from __future__ import annotations
 
@@ -14,14 +15,14 @@ import numpy as np
 from . import reference
 from .checks import Batch, prepare
 from .fast import OK, FastModel, fast_model
+from .fast.aba import hybrid_many, hybrid_one
+from .fast.coriolis import coriolis_many, coriolis_one
+from .fast.crba import mass_matrix_many, mass_matrix_one
 from .fast.rnea import gravity_one, rnea_many, rnea_one
 from .model import Model
+from .reference.hybrid import _mask as check_prescribed
 
 __all__ = ["rnea", "aba", "gravity", "mass_matrix", "coriolis_matrix", "hybrid"]
-
-_coriolis_matrix = reference.coriolis_matrix
-_mass_matrix = reference.mass_matrix
-aba, hybrid = reference.aba, reference.hybrid
 
 
 def _forces(fm: FastModel, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
@@ -46,8 +47,7 @@ def rnea(model: Model, q, v, a, *, base_pose=None, f_ext=None) -> np.ndarray:
             pass
     batch = prepare(model, q, {"v": v, "a": a}, base_pose=base_pose, f_ext=f_ext)
     out = np.empty((batch.q.shape[0], fm.nv))
-    if rnea_many(fm.mf, fm.mi, fm.ws.size, batch.q, *batch.vectors, batch.base_pose, *_forces(fm, batch), out) != OK:
-        return reference.rnea(model, q, v, a, base_pose=base_pose, f_ext=f_ext)
+    rnea_many(fm.mf, fm.mi, fm.ws.size, batch.q, *batch.vectors, batch.base_pose, *_forces(fm, batch), out)
     return batch.restore(out)
 
 
@@ -64,17 +64,82 @@ def gravity(model: Model, q, *, base_pose=None) -> np.ndarray:
     batch = prepare(model, q, base_pose=base_pose)
     zero = np.zeros((batch.q.shape[0], fm.nv))
     out = np.empty_like(zero)
-    if rnea_many(fm.mf, fm.mi, fm.ws.size, batch.q, zero, zero, batch.base_pose, fm.no_body_force,
-                 fm.no_base_force, out) != OK:
-        return reference.gravity(model, q, base_pose=base_pose)
+    rnea_many(fm.mf, fm.mi, fm.ws.size, batch.q, zero, zero, batch.base_pose, fm.no_body_force, fm.no_base_force, out)
     return batch.restore(out)
 
 
 def mass_matrix(model: Model, q, *, base_pose=None) -> np.ndarray:
-    """M(q), symmetric positive definite, shape (..., nv, nv)."""
-    return _mass_matrix(model, q, base_pose=base_pose)
+    """M(q), symmetric positive definite, shape (..., nv, nv); independent of the base pose.
+
+    For a floating base the first six rows and columns belong to the base twist (omega, v).
+    """
+    fm = fast_model(model)
+    if base_pose is None or fm.floating:
+        out = np.empty((fm.nv, fm.nv))
+        try:
+            if mass_matrix_one(fm.mf, fm.mi, fm.ws, q, fm.identity if base_pose is None else base_pose, out) == OK:
+                return out
+        except TypeError:
+            pass
+    batch = prepare(model, q, base_pose=base_pose, needs_pose=False)
+    out = np.empty((batch.q.shape[0], fm.nv, fm.nv))
+    mass_matrix_many(fm.mf, fm.mi, fm.ws.size, batch.q, out)
+    return batch.restore(out)
 
 
 def coriolis_matrix(model: Model, q, v, *, base_pose=None) -> np.ndarray:
     """C(q, v) with C v = rnea(q, v, 0) - g(q) and Mdot - 2C skew-symmetric, shape (..., nv, nv)."""
-    return _coriolis_matrix(model, q, v, base_pose=base_pose)
+    fm = fast_model(model)
+    if base_pose is None or fm.floating:
+        out = np.empty((fm.nv, fm.nv))
+        try:
+            if coriolis_one(fm.mf, fm.mi, fm.ws, q, v, fm.identity if base_pose is None else base_pose, out) == OK:
+                return out
+        except TypeError:
+            pass
+    batch = prepare(model, q, {"v": v}, base_pose=base_pose, needs_pose=False)
+    out = np.empty((batch.q.shape[0], fm.nv, fm.nv))
+    coriolis_many(fm.mf, fm.mi, fm.ws.size, batch.q, *batch.vectors, out)
+    return batch.restore(out)
+
+
+def hybrid(model: Model, q, v, a_or_tau, prescribed, *, base_pose=None, f_ext=None
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Hybrid dynamics (Kim Table 4): accelerations given where `prescribed`, forces elsewhere.
+
+    Returns (tau, a), both (..., nv): tau holds the given forces and the forces the prescribed
+    motions need; a holds the prescribed accelerations and the resulting free ones.
+    """
+    fm = fast_model(model)
+    mask = check_prescribed(model, prescribed)
+    return _hybrid(model, fm, q, v, a_or_tau, mask, base_pose, f_ext, "a_or_tau")
+
+
+def aba(model: Model, q, v, tau, *, base_pose=None, f_ext=None) -> np.ndarray:
+    """Forward dynamics by the articulated-body algorithm (Kim Table 3): a = M^-1 (tau - b).
+
+    For a floating base tau starts with the base wrench (m, f) applied in the base frame (zero
+    for a free-floating robot), and a starts with the base acceleration dV_0/dt.
+    """
+    fm = fast_model(model)
+    if f_ext is None and (base_pose is None) != fm.floating:
+        tau_out, a = np.empty(fm.nv), np.empty(fm.nv)
+        try:
+            if hybrid_one(fm.mf, fm.mi, fm.ws, q, v, tau, fm.free, fm.identity if base_pose is None else base_pose,
+                          tau_out, a) == OK:
+                return a
+        except TypeError:
+            pass
+    return _hybrid(model, fm, q, v, tau, fm.free, base_pose, f_ext, "tau")[1]
+
+
+def _hybrid(model: Model, fm: FastModel, q, v, u, mask: np.ndarray, base_pose, f_ext, name: str
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """hybrid (or aba) through the general path; the reference raises on a singular inertia."""
+    batch = prepare(model, q, {"v": v, name: u}, base_pose=base_pose, f_ext=f_ext)
+    tau, a = np.empty((2, batch.q.shape[0], fm.nv))
+    if hybrid_many(fm.mf, fm.mi, fm.ws.size, batch.q, *batch.vectors, mask, batch.base_pose, *_forces(fm, batch),
+                   tau, a) != OK:
+        tau, a = reference.hybrid(model, q, v, u, mask, base_pose=base_pose, f_ext=f_ext)
+        return tau, a
+    return batch.restore(tau), batch.restore(a)

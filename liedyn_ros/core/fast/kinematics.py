@@ -1,7 +1,9 @@
 """Compiled forward pass shared by the kernels: joint transforms, input checks, body rates."""
 from __future__ import annotations
 
-from .layout import COORD, MULT, PARENT, SCREW
+import numpy as np
+
+from .layout import COORD, INERTIA, MULT, PARENT, SCREW
 from .spatial import all_finite, bracket, ijit, joint_transform, pose_is_valid, twist_to_child
 
 OK, BAD_INPUT, SINGULAR = 0, 1, 2
@@ -15,15 +17,30 @@ def sizes(mi):
 
 
 @ijit
-def inputs_valid(mi, q, vectors, T):
-    """Lengths, finiteness and the SE(3) pose, as checks.prepare demands (it says what is wrong)."""
+def inputs_valid(mi, q, T):
+    """Length and finiteness of q and the SE(3) pose, as checks.prepare demands (it says what is wrong)."""
     nb, n, nv = sizes(mi)
-    if q.shape[0] != n or not all_finite(q) or not pose_is_valid(T):
-        return False
+    return q.shape[0] == n and all_finite(q) and pose_is_valid(T)
+
+
+@ijit
+def vectors_valid(mi, vectors):
+    """Every generalized vector has length nv and finite entries."""
+    nb, n, nv = sizes(mi)
     for x in vectors:
         if x.shape[0] != nv or not all_finite(x):
             return False
     return True
+
+
+@ijit
+def chunk_bounds(B):
+    """Split B samples into a few chunks per thread: each chunk allocates its workspace once."""
+    k = min(B, 64)
+    bounds = np.empty(k + 1, dtype=np.int64)
+    for c in range(k + 1):
+        bounds[c] = (B * c) // k
+    return bounds
 
 
 @ijit
@@ -78,3 +95,18 @@ def transforms_block(ws, start, nb):
     R = ws[start:start + 9 * nb].reshape((nb, 3, 3))
     p = ws[start + 9 * nb:start + 12 * nb].reshape((nb, 3))
     return R, p, start + 12 * nb
+
+
+@ijit
+def inertias_block(ws, start, rows):
+    """A (rows, 6, 6) view of the workspace at `start`, and the offset after it."""
+    return ws[start:start + 36 * rows].reshape((rows, 6, 6)), start + 36 * rows
+
+
+@ijit
+def load_inertias(mf, nb, J):
+    """J[i] = J_i for every body and J[nb] = J_base."""
+    for i in range(nb + 1):
+        for r in range(6):
+            for c in range(6):
+                J[i, r, c] = mf[i, INERTIA + 6 * r + c]

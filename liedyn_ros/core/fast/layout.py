@@ -5,7 +5,7 @@ one float array `mf` and one int array `mi`:
 
     mf[i]   body i (0 <= i < nb):  R of M_i (row-major), p of M_i, S_i, J_i (row-major),
                                    mimic multiplier and offset (q_i = mult q_coord + offset)
-    mf[nb]  the base:              gravity (world frame) in the first columns, J_base
+    mf[nb]  the base:              gravity (world frame), the largest inertia entry, J_base
     mi[i]   body i:                lambda(i), the coordinate that drives it
     mi[nb]  sizes:                 n, nv
 
@@ -18,11 +18,11 @@ import numpy as np
 from ..model import Model
 from .entry import compile_single_kernels
 
-__all__ = ["FastModel", "fast_model", "RM", "PM", "SCREW", "INERTIA", "MULT", "OFFSET", "GRAVITY",
+__all__ = ["FastModel", "fast_model", "RM", "PM", "SCREW", "INERTIA", "MULT", "OFFSET", "GRAVITY", "SCALE",
            "PARENT", "COORD"]
 
 RM, PM, SCREW, INERTIA, MULT, OFFSET = 0, 9, 12, 18, 54, 55
-GRAVITY = 0
+GRAVITY, SCALE = 0, 3  # base row: gravity (3), largest inertia entry (singularity threshold)
 WIDTH = 56
 PARENT, COORD = 0, 1
 
@@ -44,6 +44,7 @@ class FastModel:
         mf[:nb, MULT] = model.P[np.arange(nb), coordinate] if model.n else 0.0
         mf[:nb, OFFSET] = model.q_offset
         mf[nb, GRAVITY:GRAVITY + 3] = model.gravity
+        mf[nb, SCALE] = max(np.abs(model.J).max(initial=0.0), np.abs(model.J_base).max())
         mf[nb, INERTIA:INERTIA + 36] = model.J_base.reshape(36)
         mi = np.zeros((nb + 1, 2), dtype=np.int64)
         mi[:nb, PARENT] = model.parent
@@ -54,6 +55,7 @@ class FastModel:
         self.floating = model.floating_base
         self.has_mimic = model.has_mimic
         self.ws = np.zeros(workspace_size(nb, model.nv))
+        self.free = np.zeros(model.nv, dtype=bool)  # aba: nothing prescribed
         self.identity = np.eye(4)  # the base pose of a fixed base: gravity is given in its frame
         # f_body (B, nb, 6) and f_base (B, 6) of a batch without external wrenches
         self.no_body_force, self.no_base_force = np.zeros((0, nb, 6)), np.zeros((0, 6))

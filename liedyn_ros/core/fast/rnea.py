@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .kinematics import BAD_INPUT, OK, block, body_rate, body_velocities, inputs_valid, joint_transforms, \
-    parent_row, sizes, transforms_block
+from .kinematics import BAD_INPUT, OK, block, body_rate, body_velocities, chunk_bounds, inputs_valid, \
+    joint_transforms, parent_row, sizes, transforms_block, vectors_valid
 from .layout import COORD, MULT, SCREW
 from .spatial import body_inertia_times, coadjoint_bias, gravity_in_base, ijit, jit, pjit, screw_dot, \
     twist_to_child, wrench_to_parent
@@ -71,7 +71,7 @@ def newton_euler(mf, i, V, dV, h, F):
 @jit
 def rnea_one(mf, mi, ws, q, v, a, T, out):
     """One sample, inputs unchecked by Python: BAD_INPUT when a length, NaN or the pose is wrong."""
-    if not inputs_valid(mi, q, (v, a), T):
+    if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, a))):
         return BAD_INPUT
     nb, n, nv = sizes(mi)
     return rnea_sample(mf, mi, ws, q, v, a, T, ws[:0].reshape((0, nb, 6)), ws[:0].reshape((0, 6)), 0, out)
@@ -81,10 +81,10 @@ def rnea_one(mf, mi, ws, q, v, a, T, out):
 def gravity_one(mf, mi, ws, q, T, out):
     """g(q) = rnea(q, 0, 0) for one sample; the zero vectors live at the end of the workspace."""
     nb, n, nv = sizes(mi)
+    if not inputs_valid(mi, q, T):
+        return BAD_INPUT
     zero = ws[ws.shape[0] - nv:]
     zero[:] = 0.0
-    if not inputs_valid(mi, q, (zero,), T):
-        return BAD_INPUT
     return rnea_sample(mf, mi, ws[:ws.shape[0] - nv], q, zero, zero, T, ws[:0].reshape((0, nb, 6)),
                        ws[:0].reshape((0, 6)), 0, out)
 
@@ -98,13 +98,3 @@ def rnea_many(mf, mi, ws_size, q, v, a, T, f_body, f_base, out):
         for b in range(chunks[c], chunks[c + 1]):
             rnea_sample(mf, mi, ws, q[b], v[b], a[b], T[b], f_body, f_base, b, out[b])
     return OK
-
-
-@ijit
-def chunk_bounds(B):
-    """Split B samples into a few chunks per thread: each chunk allocates its workspace once."""
-    k = min(B, 64)
-    bounds = np.empty(k + 1, dtype=np.int64)
-    for c in range(k + 1):
-        bounds[c] = (B * c) // k
-    return bounds

@@ -97,13 +97,12 @@ def congruence_to_parent(R, p, A, out, tmp):
             tmp[r, c] = 0.0
     for c in range(6):
         wrench_to_parent(R, p, A[:, c], tmp[c])  # tmp = (X^T A)^T
-    for c in range(6):
-        for r in range(6):
-            A[r, c] = 0.0
-        wrench_to_parent(R, p, tmp[:, c], A[c])  # A <- (X^T A X)^T, A itself is spent
+    for r in range(6):
+        A[r, :] = 0.0
+        wrench_to_parent(R, p, tmp[:, r], A[r])  # row r of X^T A X; A itself is spent
     for r in range(6):
         for c in range(6):
-            out[r, c] += A[c, r]
+            out[r, c] += A[r, c]
 
 
 @ijit
@@ -191,3 +190,65 @@ def gravity_in_base(mf, nb, T, out):
     out[0] = out[1] = out[2] = 0.0
     for r in range(3):
         out[3 + r] = -(T[0, r] * mf[nb, 0] + T[1, r] * mf[nb, 1] + T[2, r] * mf[nb, 2])
+
+
+@ijit
+def ad_matrix(V, out):
+    """out = ad_V = [[[w], 0], [[v], [w]]] (6x6)."""
+    out[:, :] = 0.0
+    for k in range(2):
+        w = V[3 * k:3 * k + 3]
+        for d in range(2 - k):  # [w] on the diagonal blocks, [v] below
+            r0, c0 = 3 * (k + d), 3 * d
+            out[r0, c0 + 1], out[r0, c0 + 2] = -w[2], w[1]
+            out[r0 + 1, c0], out[r0 + 1, c0 + 2] = w[2], -w[0]
+            out[r0 + 2, c0], out[r0 + 2, c0 + 1] = -w[1], w[0]
+
+
+@ijit
+def adbar_matrix(h, out):
+    """out = ad*bar(h) = [[[m], [f]], [[f], 0]], the skew matrix with ad*_V h = ad*bar(h) V."""
+    out[:, :] = 0.0
+    for r0, c0, k in ((0, 0, 0), (0, 3, 3), (3, 0, 3)):
+        out[r0, c0 + 1], out[r0, c0 + 2] = -h[k + 2], h[k + 1]
+        out[r0 + 1, c0], out[r0 + 1, c0 + 2] = h[k + 2], -h[k]
+        out[r0 + 2, c0], out[r0 + 2, c0 + 1] = -h[k + 1], h[k]
+
+
+@ijit
+def cholesky_solve(A, x):
+    """Solve A y = x in place for a symmetric positive definite A (overwritten by its factor L).
+
+    Returns False when a pivot is not positive (A singular or indefinite).
+    """
+    k = A.shape[0]
+    for j in range(k):
+        d = A[j, j]
+        for m in range(j):
+            d -= A[j, m] * A[j, m]
+        if not d > 0.0:
+            return False
+        d = math.sqrt(d)
+        A[j, j] = d
+        for r in range(j + 1, k):
+            s = A[r, j]
+            for m in range(j):
+                s -= A[r, m] * A[j, m]
+            A[r, j] = s / d
+    for r in range(k):  # L z = x
+        s = x[r]
+        for m in range(r):
+            s -= A[r, m] * x[m]
+        x[r] = s / A[r, r]
+    for r in range(k - 1, -1, -1):  # L^T y = z
+        s = x[r]
+        for m in range(r + 1, k):
+            s -= A[m, r] * x[m]
+        x[r] = s / A[r, r]
+    return True
+
+
+@ijit
+def dot6(x, y):
+    """x^T y for 6-vectors."""
+    return x[0] * y[0] + x[1] * y[1] + x[2] * y[2] + x[3] * y[3] + x[4] * y[4] + x[5] * y[5]

@@ -1,0 +1,206 @@
+"""Compiled forward and hybrid dynamics (Kim 2012, Tables 3 and 4), as in reference/hybrid.py.
+
+Backward:  J^_i = J_i + sum_c Ad_{f_c^-1}^T Pi_c Ad_{f_c^-1}
+           b^_i = -ad*_{V_i} J_i V_i - F_ext,i + sum_c Ad_{f_c^-1}^T beta_c
+  free:        U_i = J^_i S_i,  D_i = S_i^T U_i,  u_i = tau_i - U_i^T eta_i - S_i^T b^_i
+               Pi_i = J^_i - U_i U_i^T / D_i,  beta_i = b^_i + J^_i eta_i + U_i u_i / D_i
+  prescribed:  Pi_i = J^_i,  beta_i = b^_i + J^_i (eta_i + S_i qdd_i)
+Forward:   a_i = Ad_{f_i^-1} dV_lambda + eta_i
+  free:        qdd_i = (u_i - U_i^T Ad_{f_i^-1} dV_lambda) / D_i
+  prescribed:  tau_i = U_i^T dV_i + S_i^T b^_i
+           dV_i = a_i + S_i qdd_i
+A free floating base solves J^_0 dV_0 = F_0 - b^_0 by Cholesky; a prescribed one gives
+F_0 = J^_0 dV_0 + b^_0. Mimic joints and a partly prescribed base use M and the bias forces
+(`hybrid_dense`), like the reference.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from .crba import mass_matrix_sample
+from .kinematics import BAD_INPUT, OK, SINGULAR, block, body_rate, body_velocities, chunk_bounds, \
+    inertias_block, inputs_valid, joint_transforms, load_inertias, parent_row, sizes, transforms_block, \
+    vectors_valid
+from .layout import COORD, SCALE, SCREW
+from .rnea import rnea_sample
+from .spatial import body_inertia_times, cholesky_solve, coadjoint_bias, congruence_to_parent, gravity_in_base, \
+    dot6, jit, mat6_times, pjit, screw_dot, twist_to_child, wrench_to_parent
+
+# S^T J^ S below this fraction of the robot's largest inertia entry counts as singular (as the reference).
+SINGULAR_TOL = 1e-12
+
+
+@jit
+def hybrid_sample(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau, a):
+    """(tau, a) into tau, a (nv,): u holds a where prescribed, tau elsewhere."""
+    nb, n, nv = sizes(mi)
+    base = nv - n
+    partial_base = False
+    if base:
+        count = 0
+        for r in range(6):
+            count += prescribed[r]
+        partial_base = 0 < count < 6
+    if nb != n or partial_base:
+        return hybrid_dense(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau, a)
+    return hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau, a)
+
+
+@jit
+def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau, a):
+    """Kim Table 4 for one coordinate per body (mult 1, no offset); see the module docstring."""
+    nb, n, nv = sizes(mi)
+    base = nv - n
+    R, p, o = transforms_block(ws, 0, nb)
+    V, o = block(ws, o, nb + 1, 6)
+    eta, o = block(ws, o, nb + 1, 6)
+    dV, o = block(ws, o, nb + 1, 6)
+    bh, o = block(ws, o, nb + 1, 6)
+    U, o = block(ws, o, nb, 6)
+    D, o = block(ws, o, 1, nb)
+    uu, o = block(ws, o, 1, nb)
+    Jh, o = inertias_block(ws, o, nb + 1)
+    tmp, o = block(ws, o, 6, 6)
+    x, o = block(ws, o, 2, 6)
+    joint_transforms(mf, mi, q, R, p)
+    for r in range(6):
+        V[nb, r] = v[r] if base else 0.0
+    body_velocities(mf, mi, R, p, v, V, eta)
+    load_inertias(mf, nb, Jh)
+    for i in range(nb + 1):
+        body_inertia_times(mf, i, V[i], x[0])
+        bh[i, :] = 0.0
+        coadjoint_bias(V[i], x[0], bh[i])
+    if f_body.shape[0]:
+        for i in range(nb):
+            for r in range(6):
+                bh[i, r] -= f_body[b, i, r]
+        for r in range(6):
+            bh[nb, r] -= f_base[b, r]
+
+    for i in range(nb - 1, -1, -1):
+        k = base + mi[i, COORD]
+        S = mf[i, SCREW:SCREW + 6]
+        mat6_times(Jh[i], S, U[i])
+        beta = x[0]
+        if prescribed[k]:
+            for r in range(6):
+                x[1, r] = eta[i, r] + S[r] * u[k]
+            mat6_times(Jh[i], x[1], beta)
+        else:
+            D[0, i] = screw_dot(mf, i, U[i])
+            if not D[0, i] > SINGULAR_TOL * mf[nb, SCALE]:
+                return SINGULAR
+            mat6_times(Jh[i], eta[i], beta)
+            uu[0, i] = u[k] - (U[i, 0] * eta[i, 0] + U[i, 1] * eta[i, 1] + U[i, 2] * eta[i, 2] + U[i, 3] * eta[i, 3]
+                               + U[i, 4] * eta[i, 4] + U[i, 5] * eta[i, 5]) - screw_dot(mf, i, bh[i])
+            for r in range(6):
+                beta[r] += U[i, r] * uu[0, i] / D[0, i]
+                for c in range(6):
+                    Jh[i, r, c] -= U[i, r] * U[i, c] / D[0, i]  # Jh[i] becomes Pi_i
+        for r in range(6):
+            beta[r] += bh[i, r]
+        j = parent_row(mi, i)
+        congruence_to_parent(R[i], p[i], Jh[i], Jh[j], tmp)
+        wrench_to_parent(R[i], p[i], beta, bh[j])
+
+    gravity_in_base(mf, nb, T, x[1])  # g0 = (0, -R^T g)
+    if not base:
+        dV[nb, :] = x[1]
+    elif prescribed[0]:
+        for r in range(6):
+            dV[nb, r] = u[r] + x[1, r]
+        mat6_times(Jh[nb], dV[nb], tau[:6])
+        for r in range(6):
+            tau[r] += bh[nb, r]
+    else:
+        for r in range(6):
+            tau[r] = u[r]
+            dV[nb, r] = u[r] - bh[nb, r]
+        if not cholesky_solve(Jh[nb], dV[nb]):
+            return SINGULAR
+    for r in range(base):
+        a[r] = dV[nb, r] - x[1, r]
+
+    for i in range(nb):
+        k = base + mi[i, COORD]
+        twist_to_child(R[i], p[i], dV[parent_row(mi, i)], dV[i])
+        if prescribed[k]:
+            a[k] = u[k]
+        else:
+            a[k] = (uu[0, i] - dot6(U[i], dV[i])) / D[0, i]
+        for r in range(6):
+            dV[i, r] += eta[i, r] + mf[i, SCREW + r] * a[k]
+        if prescribed[k]:
+            tau[k] = dot6(U[i], dV[i]) + screw_dot(mf, i, bh[i])
+        else:
+            tau[k] = u[k]
+    return OK
+
+
+@jit
+def hybrid_dense(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau, a):
+    """Partition M a + b = tau into prescribed (p) and free (f) rows, b = rnea(q, v, 0):
+
+        M_ff a_f = tau_f - b_f - M_fp a_p  (Cholesky),   tau_p = M_p. a + b_p.
+    """
+    nb, n, nv = sizes(mi)
+    M, o = block(ws, 0, nv, nv)
+    Mff, o = block(ws, o, nv, nv)
+    bias, o = block(ws, o, 2, nv)
+    free, o = block(ws, o, 1, nv)
+    rest = ws[o:]
+    mass_matrix_sample(mf, mi, rest, q, M)
+    zero = bias[1]
+    zero[:] = 0.0
+    rnea_sample(mf, mi, rest, q, v, zero, T, f_body, f_base, b, bias[0])
+    nf = 0
+    for k in range(nv):
+        a[k] = u[k] if prescribed[k] else 0.0
+        if not prescribed[k]:
+            free[0, nf] = k
+            nf += 1
+    rhs = zero[:nf]
+    for r in range(nf):
+        kr = int(free[0, r])
+        rhs[r] = u[kr] - bias[0, kr]
+        for c in range(nv):
+            rhs[r] -= M[kr, c] * a[c]  # a is zero on the free entries yet
+        for c in range(nf):
+            Mff[r, c] = M[kr, int(free[0, c])]
+    if not cholesky_solve(Mff[:nf, :nf], rhs):
+        return SINGULAR
+    for r in range(nf):
+        a[int(free[0, r])] = rhs[r]
+    for k in range(nv):
+        if prescribed[k]:
+            tau[k] = bias[0, k]
+            for c in range(nv):
+                tau[k] += M[k, c] * a[c]
+        else:
+            tau[k] = u[k]
+    return OK
+
+
+@jit
+def hybrid_one(mf, mi, ws, q, v, u, prescribed, T, tau, a):
+    """One sample; BAD_INPUT for a wrong length, NaN or a pose outside SE(3)."""
+    if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, u))):
+        return BAD_INPUT
+    nb, n, nv = sizes(mi)
+    return hybrid_sample(mf, mi, ws, q, v, u, prescribed, T, ws[:0].reshape((0, nb, 6)), ws[:0].reshape((0, 6)),
+                         0, tau, a)
+
+
+@pjit
+def hybrid_many(mf, mi, ws_size, q, v, u, prescribed, T, f_body, f_base, tau, a):
+    """hybrid over a batch (B, ...); returns the worst status of any sample."""
+    chunks = chunk_bounds(q.shape[0])
+    status = np.zeros(chunks.shape[0] - 1, dtype=np.int64)
+    for c in prange(chunks.shape[0] - 1):
+        ws = np.empty(ws_size)
+        for b in range(chunks[c], chunks[c + 1]):
+            status[c] = max(status[c], hybrid_sample(mf, mi, ws, q[b], v[b], u[b], prescribed, T[b], f_body, f_base,
+                                                     b, tau[b], a[b]))
+    return status.max()
