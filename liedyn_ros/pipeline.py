@@ -9,7 +9,8 @@ rclpy classes and the replay with rosbags typestore classes.
 Data flow for one JointState::
 
     JointStateDecoder.decode(msg)         -> JointSample (stamp ns, q, qd, effort in model order)
-    odometry pairing (floating base)      -> base_pose T_world_base, base twist (omega, v)
+      (decode_arrays: the same for a chunk of messages as (N, n) arrays; the replay uses it)
+    pair_odometry (floating base)         -> base_pose T_world_base, base twist (omega, v)
     acceleration source                   -> a (zero | estimated | reference)
     compute_outputs(model, q, v, a, ...)  -> DynamicsOutputs (batched numpy, core calls)
     OutputMessageFactory.build(output)    -> {topic: message}
@@ -167,8 +168,45 @@ def as_float_array(values: Any) -> FloatArray:
     return np.asarray(values, dtype=np.float64)
 
 
-def _finite_sum(x: FloatArray) -> bool:
-    return math.isfinite(float(x.sum()))
+@dataclass(frozen=True)
+class JointStateArrays:
+    """JointState messages that share one name list, as arrays: the input of decoding.
+
+    position, velocity, effort: (N, m) rows as received, where m is each field's length in
+    the messages (0 for an empty field). Decoding checks m against ``len(names)``. The bag
+    replay fills this for a whole chunk straight from the CDR bytes; a single message
+    becomes N = 1 through :meth:`from_message`.
+    """
+
+    names: tuple[str, ...]
+    stamp_ns: NDArray[np.int64]
+    frame_id: tuple[str, ...]
+    position: FloatArray
+    velocity: FloatArray
+    effort: FloatArray
+
+    @classmethod
+    def from_message(cls, msg: Any) -> JointStateArrays:
+        header = msg.header
+        return cls(
+            tuple(msg.name), np.array([stamp_to_ns(header.stamp)], dtype=np.int64),
+            (str(header.frame_id),), as_float_array(msg.position)[None, :],
+            as_float_array(msg.velocity)[None, :], as_float_array(msg.effort)[None, :],
+        )
+
+
+@dataclass(frozen=True)
+class JointBlock:
+    """Decoded JointStates in model order: q, qd (N, n); effort (N, n) or None when the
+    messages carry none; ``finite`` (N,) is False for rows to skip with
+    :attr:`SkipReason.NAN` (a non-finite q, qd or effort of a model joint)."""
+
+    stamp_ns: NDArray[np.int64]
+    frame_id: tuple[str, ...]
+    q: FloatArray
+    qd: FloatArray
+    effort: FloatArray | None
+    finite: NDArray[np.bool_]
 
 
 class JointStateDecoder:
@@ -177,6 +215,8 @@ class JointStateDecoder:
     The name -> index mapping is cached per name tuple, since a driver sends the same list
     every time. Extra joints (grippers, mimic joints, which the core derives from their
     leaders) are ignored. Bad samples give a :class:`SkipReason` instead of a sample.
+    One message (:meth:`decode`) and a chunk of messages (:meth:`decode_arrays`) go through
+    the same checks.
     """
 
     _CACHE_LIMIT = 32  # a publisher that changes its name list every message must not grow memory
@@ -216,26 +256,36 @@ class JointStateDecoder:
 
     def decode(self, msg: Any) -> JointSample | SkipReason:
         """sensor_msgs/JointState -> :class:`JointSample` in model order, or a skip reason."""
-        idx = self.indices(msg.name)
+        block = self.decode_arrays(JointStateArrays.from_message(msg))
+        if isinstance(block, SkipReason):
+            return block
+        if not block.finite[0]:
+            return SkipReason.NAN
+        effort = None if block.effort is None else block.effort[0]
+        return JointSample(int(block.stamp_ns[0]), block.frame_id[0], block.q[0], block.qd[0], effort)
+
+    def decode_arrays(self, arrays: JointStateArrays) -> JointBlock | SkipReason:
+        """Messages sharing one name list -> :class:`JointBlock`, or the reason to skip them
+        all (name or length problems are the same for every message of the list)."""
+        idx = self.indices(arrays.names)
         if isinstance(idx, SkipReason):
             return idx
-        n_names = len(msg.name)
-        position = as_float_array(msg.position)
-        velocity = as_float_array(msg.velocity)
-        effort = as_float_array(msg.effort)
-        if position.shape[0] != n_names or effort.shape[0] not in (0, n_names):
+        n_names = len(arrays.names)
+        n_position, n_velocity = arrays.position.shape[1], arrays.velocity.shape[1]
+        n_effort = arrays.effort.shape[1]
+        if n_position != n_names or n_effort not in (0, n_names):
             return SkipReason.LENGTH_MISMATCH
-        if velocity.shape[0] == 0:
+        if n_velocity == 0:
             return SkipReason.MISSING_VELOCITY
-        if velocity.shape[0] != n_names:
+        if n_velocity != n_names:
             return SkipReason.LENGTH_MISMATCH
-        q, qd = position[idx], velocity[idx]
-        tau = effort[idx] if effort.shape[0] else None
-        # One reduction per array: a NaN or inf anywhere makes the sum non-finite.
-        if not (_finite_sum(q) and _finite_sum(qd) and (tau is None or _finite_sum(tau))):
-            return SkipReason.NAN
-        header = msg.header
-        return JointSample(stamp_to_ns(header.stamp), str(header.frame_id), q, qd, tau)
+        q, qd = arrays.position[:, idx], arrays.velocity[:, idx]
+        finite = np.isfinite(q).all(axis=1) & np.isfinite(qd).all(axis=1)
+        effort = None
+        if n_effort:
+            effort = arrays.effort[:, idx]
+            finite &= np.isfinite(effort).all(axis=1)
+        return JointBlock(arrays.stamp_ns, arrays.frame_id, q, qd, effort, finite)
 
 
 # --------------------------------------------------------------------------------------
@@ -270,6 +320,21 @@ def decode_odometry(msg: Any) -> BaseState | SkipReason:
         return SkipReason.BAD_ODOMETRY
     pose = np.asarray(core.pose_from_position_quaternion(position, quat / norm), dtype=np.float64)
     return BaseState(stamp_to_ns(msg.header.stamp), str(msg.child_frame_id), pose, twist)
+
+
+def pair_odometry(stamp_ns: int, odom: BaseState | None, max_age_s: float) -> BaseState | SkipReason:
+    """The base state to use with a JointState stamped ``stamp_ns``.
+
+    The rule of the node and the replay alike: the latest odometry received, provided its
+    stamp is no further than ``max_age_s`` (``odom_max_age``) from the joint state's, on
+    either side (an estimator may stamp slightly ahead of the joint states). Pairing with the
+    latest message rather than interpolating keeps the node causal and never invents a pose.
+    """
+    if odom is None:
+        return SkipReason.NO_ODOMETRY
+    if abs(stamp_ns - odom.stamp_ns) > max_age_s * NS_PER_S:
+        return SkipReason.STALE_ODOMETRY
+    return odom
 
 
 @dataclass(frozen=True)
@@ -617,12 +682,7 @@ class DynamicsPipeline:
     def _base_state(self, stamp_ns: int) -> BaseState | SkipReason | None:
         if not self.model.floating_base:
             return None
-        if self._odom is None:
-            return SkipReason.NO_ODOMETRY
-        max_age_ns = self.config.odom_max_age * NS_PER_S
-        if abs(stamp_ns - self._odom.stamp_ns) > max_age_ns:
-            return SkipReason.STALE_ODOMETRY
-        return self._odom
+        return pair_odometry(stamp_ns, self._odom, self.config.odom_max_age)
 
     def _accelerations(
         self, sample: JointSample, v: FloatArray
