@@ -1,7 +1,7 @@
 """Turning bag messages into blocks of joint samples, through the shared pipeline.
 
-The pipeline's `JointStateDecoder` does all name matching and checking; this module only
-adds what exists offline: measured torques from a separate effort topic aligned by receive
+The pipeline's `JointStateDecoder` does all name matching and checking, and its
+`pair_odometry` pairs odometry; this module only adds what exists offline: measured torques from a separate effort topic aligned by receive
 time, odometry pairing for a floating base, and collecting samples into numpy blocks.
 """
 
@@ -15,6 +15,7 @@ import numpy as np
 
 from liedyn_ros import pipeline
 
+from .cdr import JointStateReader
 from .errors import ReplayError
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
     from numpy.typing import NDArray
 
-    from .bagio import BagSet, RawMessage
+    from .bagio import BagSet, BagSource, RawMessage
 
 # An effort command older than this (receive time) no longer describes the motion.
 EFFORT_MAX_AGE_NS = 500_000_000
@@ -89,8 +90,12 @@ class Topics:
 class SampleStream:
     """Reads joint states (and effort/odometry topics) and yields blocks of samples.
 
-    Skipped messages are counted in `skipped` by reason (pipeline reasons, plus
-    `non_increasing_stamp`, `undecodable_message`, `bad_effort_command`).
+    Joint states are decoded a chunk at a time: `JointStateReader` turns the CDR bytes into
+    arrays and the pipeline's `JointStateDecoder.decode_arrays` does all name matching and
+    checking. Effort commands and odometry are applied in receive order, so each joint
+    state sees the latest of them received before it. Skipped messages are counted in
+    `skipped` by reason (pipeline reasons, plus `non_increasing_stamp`,
+    `undecodable_message`, `bad_effort_command`).
     """
 
     def __init__(self, bags: BagSet, model: Any, topics: Topics, config: pipeline.PipelineConfig) -> None:
@@ -101,7 +106,8 @@ class SampleStream:
         self._effort_index = _effort_index(model, topics) if topics.effort else None
         self._last_effort: tuple[int, NDArray[np.float64]] | None = None
         self._odom: pipeline.BaseState | None = None
-        self._last_stamp: int | None = None
+        self._last_stamp = np.iinfo(np.int64).min
+        self._readers: dict[int, JointStateReader] = {}
 
     def topic_names(self) -> list[str]:
         names = [self.topics.joint_states]
@@ -109,61 +115,128 @@ class SampleStream:
         return names
 
     def blocks(self, size: int, progress: Any = None) -> Iterator[SampleBlock]:
-        rows: list[tuple[int, int, Any, Any, Any, Any, str]] = []
+        """Blocks of at most `size` samples (fewer when messages were skipped)."""
+        joint_states: list[_Pending] = []
         for raw in self.bags.messages(self.topic_names()):
-            if progress is not None:
-                progress.update(1)
-            row = self._handle(raw)
-            if row is not None:
-                rows.append(row)
-                if len(rows) == size:
-                    yield self._block(rows)
-                    rows = []
-        if rows:
-            yield self._block(rows)
+            if raw.topic == self.topics.joint_states:
+                # Effort and odometry as they stand when this joint state was received.
+                joint_states.append(_Pending(raw, self._last_effort, self._odom))
+                if len(joint_states) == size:
+                    yield from self._emit(joint_states, progress)
+                    joint_states = []
+            elif raw.topic == self.topics.effort:
+                self._effort_command(raw)
+            else:
+                self._odometry(raw)
+        if joint_states:
+            yield from self._emit(joint_states, progress)
 
-    def _handle(self, raw: RawMessage) -> tuple[int, int, Any, Any, Any, Any, str] | None:
+    def _emit(self, pending: list[_Pending], progress: Any) -> Iterator[SampleBlock]:
+        if progress is not None:
+            progress.update(len(pending))
+        block = self._block(pending)
+        if len(block):
+            yield block
+
+    def _block(self, pending: Sequence[_Pending]) -> SampleBlock:
+        """Decodes and checks a chunk of joint states, in receive order."""
+        self.received += len(pending)
+        m, n = len(pending), self.model.n
+        stamp = np.zeros(m, dtype=np.int64)
+        q, qd, effort = np.zeros((m, n)), np.zeros((m, n)), np.full((m, n), np.nan)
+        frame = [""] * m
+        valid = np.zeros(m, dtype=bool)
+        for rows, arrays in self._decode(pending):
+            decoded = self.decoder.decode_arrays(arrays)
+            if isinstance(decoded, pipeline.SkipReason):
+                self._count(decoded.value, len(rows))
+                continue
+            self._count(pipeline.SkipReason.NAN.value, int((~decoded.finite).sum()))
+            stamp[rows], q[rows], qd[rows], valid[rows] = decoded.stamp_ns, decoded.q, decoded.qd, decoded.finite
+            if decoded.effort is not None:
+                effort[rows] = decoded.effort
+            for row, frame_id in zip(rows.tolist(), decoded.frame_id):
+                frame[row] = frame_id
+        receive = np.fromiter((p.raw.receive_ns for p in pending), dtype=np.int64, count=m)
+        base = self._base_states(pending, stamp, valid)
+        increasing = _increasing(stamp, valid & base.ok, self._last_stamp)
+        # Counted in the node's order of checks: decoding, stamp order, then odometry.
+        self._count("non_increasing_stamp", int((valid & ~increasing).sum()))
+        for row, reason in base.reasons.items():
+            if increasing[row]:
+                self.skipped[reason.value] += 1
+        keep = np.flatnonzero(valid & increasing & base.ok)
+        if len(keep):
+            self._last_stamp = int(stamp[keep[-1]])
+        if self._effort_index is not None:
+            effort = self._commanded_effort(pending, receive)
+        v = qd if base.twist is None else np.concatenate([base.twist, qd], axis=1)
+        return SampleBlock(
+            stamp[keep], receive[keep], q[keep], v[keep], effort[keep],
+            None if base.pose is None else base.pose[keep], tuple(frame[i] for i in keep),
+        )
+
+    def _decode(self, pending: Sequence[_Pending]) -> Iterator[tuple[NDArray[np.intp], pipeline.JointStateArrays]]:
+        """(rows, arrays) groups of the chunk; rows nothing can decode are counted."""
+        by_bag: dict[int, list[int]] = {}
+        for i, p in enumerate(pending):
+            by_bag.setdefault(id(p.raw.bag), []).append(i)
+        for rows in by_bag.values():
+            index = np.array(rows, dtype=np.intp)
+            bag = pending[rows[0]].raw.bag
+            datas = [pending[i].raw.data for i in rows]
+            groups, failed = self._reader(bag).read(datas)
+            self._count("undecodable_message", len(failed))
+            for group_rows, arrays in groups:
+                yield index[group_rows], arrays
+
+    def _reader(self, bag: BagSource) -> JointStateReader:
+        reader = self._readers.get(id(bag))
+        if reader is None:
+            msgtype = bag.topic_types()[self.topics.joint_states]
+            # ROS 1 bags are not CDR: rosbags reads them, one message at a time.
+            reader = JointStateReader(lambda data: bag.deserialize(data, msgtype), cdr=not bag.is_ros1)
+            self._readers[id(bag)] = reader
+        return reader
+
+    def _base_states(self, pending: Sequence[_Pending], stamp: NDArray[np.int64], valid: NDArray[np.bool_]) -> _BaseRows:
+        """The odometry paired with each valid row by the pipeline's rule (floating base)."""
+        m = len(stamp)
+        if not self.model.floating_base:
+            return _BaseRows(np.ones(m, dtype=bool), {}, None, None)
+        ok, reasons = np.zeros(m, dtype=bool), {}
+        twist, pose = np.zeros((m, 6)), np.tile(np.eye(4), (m, 1, 1))
+        for row in np.flatnonzero(valid).tolist():
+            state = pipeline.pair_odometry(int(stamp[row]), pending[row].odom, self.config.odom_max_age)
+            if isinstance(state, pipeline.SkipReason):
+                reasons[row] = state
+            else:
+                ok[row], twist[row], pose[row] = True, state.twist, state.pose
+        return _BaseRows(ok, reasons, twist, pose)
+
+    def _commanded_effort(self, pending: Sequence[_Pending], receive: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Measured torques from the effort topic: the latest command received, if recent."""
+        effort = np.full((len(pending), self.model.n), np.nan)
+        for row, p in enumerate(pending):
+            if p.effort is not None and receive[row] - p.effort[0] <= EFFORT_MAX_AGE_NS:
+                effort[row] = p.effort[1]
+        return effort
+
+    def _count(self, reason: str, count: int) -> None:
+        if count:  # the report lists only reasons that happened
+            self.skipped[reason] += count
+
+    def _deserialize(self, raw: RawMessage) -> Any | None:
         try:
-            msg = raw.bag.deserialize(raw.data, raw.msgtype)
+            return raw.bag.deserialize(raw.data, raw.msgtype)
         except Exception:  # noqa: BLE001 - one corrupt message must not end the replay
             self.skipped["undecodable_message"] += 1
             return None
-        if raw.topic == self.topics.joint_states:
-            return self._joint_state(msg, raw.receive_ns)
-        if raw.topic == self.topics.effort:
-            self._effort_command(msg, raw.receive_ns)
-        elif raw.topic == self.topics.odom:
-            self._odometry(msg)
-        return None
 
-    def _joint_state(self, msg: Any, receive_ns: int) -> tuple[int, int, Any, Any, Any, Any, str] | None:
-        self.received += 1
-        sample = self.decoder.decode(msg)
-        if isinstance(sample, pipeline.SkipReason):
-            self.skipped[sample.value] += 1
-            return None
-        if self._last_stamp is not None and sample.stamp_ns <= self._last_stamp:
-            # The derivative needs increasing stamps; repeats and reordering are dropped.
-            self.skipped["non_increasing_stamp"] += 1
-            return None
-        base = self._base_state(sample.stamp_ns)
-        if isinstance(base, pipeline.SkipReason):
-            self.skipped[base.value] += 1
-            return None
-        self._last_stamp = sample.stamp_ns
-        effort = self._measured_effort(sample, receive_ns)
-        pose, v = (None, sample.qd) if base is None else (base.pose, np.concatenate([base.twist, sample.qd]))
-        return sample.stamp_ns, receive_ns, sample.q, v, effort, pose, sample.frame_id
-
-    def _measured_effort(self, sample: pipeline.JointSample, receive_ns: int) -> NDArray[np.float64] | None:
-        if self._effort_index is None:
-            return sample.effort
-        last = self._last_effort
-        if last is None or receive_ns - last[0] > EFFORT_MAX_AGE_NS:
-            return None
-        return last[1]
-
-    def _effort_command(self, msg: Any, receive_ns: int) -> None:
+    def _effort_command(self, raw: RawMessage) -> None:
+        msg = self._deserialize(raw)
+        if msg is None:
+            return
         data = np.asarray(msg.data, dtype=np.float64)
         assert self._effort_index is not None
         if data.shape[0] != len(self._effort_index) or not np.isfinite(data).all():
@@ -172,35 +245,49 @@ class SampleStream:
         # Joints the command does not cover stay NaN: no residual, no prediction for them.
         tau = np.full(self.model.n, np.nan)
         tau[self._effort_index] = data
-        self._last_effort = (receive_ns, tau)
+        self._last_effort = (raw.receive_ns, tau)
 
-    def _odometry(self, msg: Any) -> None:
+    def _odometry(self, raw: RawMessage) -> None:
+        msg = self._deserialize(raw)
+        if msg is None:
+            return
         state = pipeline.decode_odometry(msg)
         if isinstance(state, pipeline.SkipReason):
             self.skipped[state.value] += 1
         else:
             self._odom = state
 
-    def _base_state(self, stamp_ns: int) -> pipeline.BaseState | pipeline.SkipReason | None:
-        # Same rule as the node: the latest odometry, no further than odom_max_age away.
-        if not self.model.floating_base:
-            return None
-        if self._odom is None:
-            return pipeline.SkipReason.NO_ODOMETRY
-        if abs(stamp_ns - self._odom.stamp_ns) > self.config.odom_max_age * pipeline.NS_PER_S:
-            return pipeline.SkipReason.STALE_ODOMETRY
-        return self._odom
 
-    def _block(self, rows: Sequence[tuple[int, int, Any, Any, Any, Any, str]]) -> SampleBlock:
-        stamps, receives, qs, vs, efforts, poses, frames = zip(*rows)
-        n = self.model.n
-        nan_row = np.full(n, np.nan)
-        effort = np.stack([nan_row if e is None else e for e in efforts])
-        pose = np.stack(poses) if self.model.floating_base else None
-        return SampleBlock(
-            np.fromiter(stamps, np.int64, len(rows)), np.fromiter(receives, np.int64, len(rows)),
-            np.stack(qs), np.stack(vs), effort, pose, tuple(frames),
-        )
+@dataclass(frozen=True)
+class _Pending:
+    """A joint state waiting for its chunk, with the effort command and odometry that were
+    the latest when it was received."""
+
+    raw: RawMessage
+    effort: tuple[int, NDArray[np.float64]] | None
+    odom: pipeline.BaseState | None
+
+
+@dataclass(frozen=True)
+class _BaseRows:
+    """Per row of a chunk: paired odometry found (ok), why not (reasons), twist and pose."""
+
+    ok: NDArray[np.bool_]
+    reasons: dict[int, pipeline.SkipReason]
+    twist: NDArray[np.float64] | None
+    pose: NDArray[np.float64] | None
+
+
+def _increasing(stamp: NDArray[np.int64], candidate: NDArray[np.bool_], last: int) -> NDArray[np.bool_]:
+    """Rows whose stamp is above `last` and every earlier `candidate` row's stamp.
+
+    The derivative needs increasing stamps; repeats and reordering are dropped. A candidate
+    that fails this test never raises the running maximum, so taking the maximum over all
+    candidates equals the one-by-one rule "above the last accepted stamp".
+    """
+    floor = np.iinfo(np.int64).min
+    prior = np.maximum.accumulate(np.concatenate([[last], np.where(candidate, stamp, floor)]))
+    return stamp > prior[:-1]
 
 
 def _effort_index(model: Any, topics: Topics) -> NDArray[np.intp]:
