@@ -112,6 +112,14 @@ def hybrid(model: Model, q, v, a_or_tau, prescribed, *, base_pose=None, f_ext=No
     """
     fm = fast_model(model)
     mask = check_prescribed(model, prescribed)
+    if f_ext is None and (base_pose is None) != fm.floating:
+        tau, a = np.empty(fm.nv), np.empty(fm.nv)
+        try:
+            if hybrid_one(fm.mf, fm.mi, fm.ws, q, v, a_or_tau, mask, fm.identity if base_pose is None else base_pose,
+                          tau, a) == OK:
+                return tau, a
+        except TypeError:
+            pass
     return _hybrid(model, fm, q, v, a_or_tau, mask, base_pose, f_ext, "a_or_tau")
 
 

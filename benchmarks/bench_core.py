@@ -1,0 +1,126 @@
+"""Our compiled dynamics against Pinocchio, measured in the same run.
+
+Per call on the Panda (timeit, best of many repeats) and per sample for a batch of 10,000
+against Pinocchio's 2-thread `rneaInParallel` / `abaInParallel`; then the same for Talos
+(reduced, floating base; Pinocchio with a free-flyer root). Goals: per call <= 1.5x, batch <= 1.0x.
+Run: python benchmarks/bench_core.py [--batch N] [--threads T]
+"""
+from __future__ import annotations
+
+import argparse
+import sysconfig
+import time
+import timeit
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pinocchio as pin
+
+from liedyn_ros import core
+from liedyn_ros.core import base as conversions
+
+ROBOTS = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
+ROBOT_FILES = {"panda": ("panda_description/urdf/panda.urdf", False),
+               "talos reduced": ("talos_data/robots/talos_reduced.urdf", True)}
+
+
+def per_call(fn: Callable[[], object], number: int = 2000, repeat: int = 15) -> float:
+    """Best time of one call, in seconds."""
+    fn()
+    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
+
+
+def best_of(fn: Callable[[], object], repeat: int = 5) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def row(name: str, ours: float, theirs: float | None, unit: float = 1e-6) -> str:
+    if theirs is None:
+        return f"  {name:<22}{ours / unit:>10.3f}{'-':>12}{'-':>8}"
+    return f"  {name:<22}{ours / unit:>10.3f}{theirs / unit:>12.3f}{ours / theirs:>8.2f}"
+
+
+def bench_robot(label: str, batch: int, threads: int) -> None:
+    path, floating = ROBOT_FILES[label]
+    model = core.load_urdf(str(ROBOTS / path), floating_base=floating)
+    pin_model = pin.buildModelFromUrdf(str(ROBOTS / path), *([pin.JointModelFreeFlyer()] if floating else []))
+    data = pin_model.createData()
+    order = list(pin_model.names)[2 if floating else 1:]
+    rng = np.random.default_rng(0)
+    q = rng.uniform(-1, 1, model.n)
+    v, a = rng.normal(size=(2, model.nv))
+    pose = core.pose_from_position_quaternion(rng.normal(size=3), rng.normal(size=4)) if floating else None
+    q_pin, v_pin = conversions.to_pinocchio(model, q, v, base_pose=pose, joint_order=order)
+    a_pin = rng.normal(size=pin_model.nv)
+    tau_pin = pin.rnea(pin_model, data, q_pin, v_pin, a_pin)
+
+    print(f"\n{label}: n = {model.n} coordinates, {model.nb} bodies (Pinocchio nv = {pin_model.nv})")
+    print(f"  per call {'':<13}{'ours us':>10}{'Pinocchio us':>12}{'ratio':>8}")
+    cases = [
+        ("rnea", lambda: core.rnea(model, q, v, a, base_pose=pose),
+         lambda: pin.rnea(pin_model, data, q_pin, v_pin, a_pin)),
+        ("gravity", lambda: core.gravity(model, q, base_pose=pose),
+         lambda: pin.computeGeneralizedGravity(pin_model, data, q_pin)),
+        ("aba", lambda: core.aba(model, q, v, a, base_pose=pose),
+         lambda: pin.aba(pin_model, data, q_pin, v_pin, tau_pin)),
+        ("mass_matrix", lambda: core.mass_matrix(model, q, base_pose=pose),
+         lambda: pin.crba(pin_model, data, q_pin)),
+        ("coriolis_matrix", lambda: core.coriolis_matrix(model, q, v, base_pose=pose),
+         lambda: pin.computeCoriolisMatrix(pin_model, data, q_pin, v_pin)),
+        ("hybrid (half given)", lambda: core.hybrid(model, q, v, a, mask, base_pose=pose), None),
+    ]
+    mask = np.arange(model.nv) % 2 == 0
+    for name, ours, theirs in cases:
+        try:
+            t_theirs = per_call(theirs) if theirs is not None else None
+        except RuntimeError as exc:  # Pinocchio's aba refuses some models (mimic joints)
+            print(f"  {name}: Pinocchio refused ({exc})")
+            t_theirs = None
+        print(row(name, per_call(ours), t_theirs))
+
+    Q = rng.uniform(-1, 1, (batch, model.n))
+    V, A = rng.normal(size=(2, batch, model.nv))
+    poses = core.pose_from_position_quaternion(rng.normal(size=(batch, 3)), rng.normal(size=(batch, 4))) \
+        if floating else None
+    Q_pin, V_pin = (np.asfortranarray(x.T) for x in conversions.to_pinocchio(model, Q, V, base_pose=poses,
+                                                                              joint_order=order))
+    A_pin = np.asfortranarray(rng.normal(size=(pin_model.nv, batch)))
+    TAU_pin = np.asfortranarray(np.empty((pin_model.nv, batch)))
+    pool = pin.ModelPool(pin_model, threads)
+    tau_pin_batch = np.asfortranarray(pin.rneaInParallel(threads, pool, Q_pin, V_pin, A_pin))
+    print(f"  batch of {batch}, per sample (Pinocchio {threads} threads)")
+    batch_cases = [
+        ("rnea", lambda: core.rnea(model, Q, V, A, base_pose=poses),
+         lambda: pin.rneaInParallel(threads, pool, Q_pin, V_pin, A_pin, TAU_pin)),
+        ("aba", lambda: core.aba(model, Q, V, A, base_pose=poses),
+         lambda: pin.abaInParallel(threads, pool, Q_pin, V_pin, tau_pin_batch, TAU_pin)),
+        ("gravity", lambda: core.gravity(model, Q, base_pose=poses), None),
+        ("mass_matrix", lambda: core.mass_matrix(model, Q), None),
+        ("coriolis_matrix", lambda: core.coriolis_matrix(model, Q, V), None),
+    ]
+    for name, ours, theirs in batch_cases:
+        t_theirs = best_of(theirs) / batch if theirs is not None else None
+        print(row(name, best_of(ours) / batch, t_theirs))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=10_000)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    core.rnea(core.load_urdf(str(ROBOTS / ROBOT_FILES["panda"][0])), np.zeros(8), np.zeros(8), np.zeros(8))
+    print(f"first call (JIT compile or numba cache load): {time.perf_counter() - t0:.1f} s")
+    for label in ROBOT_FILES:
+        bench_robot(label, args.batch, args.threads)
+
+
+if __name__ == "__main__":
+    main()
