@@ -5,7 +5,8 @@ them) with rosbags typestore classes. Serializing each of them through rosbags c
 10 us, so `TemplateEncoder` serializes one factory-built message per layout and then
 patches stamp and values into copies of its bytes for a whole block at once; it checks the
 patch against a full serialization when it is set up and falls back to plain
-serialization if they ever differ.
+serialization if they ever differ. The blocks of bytes go to the bag through
+`mcapblock.BlockWriter`, again a block at a time.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
 import numpy as np
-from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
 from liedyn_ros import pipeline
 
 from .csvfmt import format_rows
 from .errors import ReplayError
+from .mcapblock import BlockWriter
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -47,19 +48,25 @@ class TemplateEncoder:
         self.build, self.serialize, self.k = build, serialize, k
         self._layouts: dict[str, tuple[NDArray[np.uint8], NDArray[np.intp]] | None] = {}
 
-    def encode(self, stamps: NDArray[np.int64], frames: tuple[str, ...], values: NDArray[np.float64]) -> list[bytes]:
-        """One serialized message per row of `values` (N, k)."""
-        out: list[bytes] = [b""] * len(stamps)
-        for frame in set(frames):
+    def encode(self, stamps: NDArray[np.int64], frames: tuple[str, ...],
+               values: NDArray[np.float64]) -> list[tuple[NDArray[np.intp], NDArray[np.uint8]]]:
+        """One serialized message per row of `values` (N, k), grouped by frame id:
+        (rows, (len(rows), size) bytes) per frame."""
+        distinct = set(frames)
+        if len(distinct) == 1:
+            return [(np.arange(len(stamps)), self._encode_frame(stamps, frames[0], values))]
+        groups = []
+        for frame in distinct:
             rows = np.flatnonzero(np.asarray([f == frame for f in frames]))
-            for row, data in zip(rows, self._encode_frame(stamps[rows], frame, values[rows])):
-                out[row] = data
-        return out
+            groups.append((rows, self._encode_frame(stamps[rows], frame, values[rows])))
+        return groups
 
-    def _encode_frame(self, stamps: NDArray[np.int64], frame: str, values: NDArray[np.float64]) -> list[bytes]:
+    def _encode_frame(self, stamps: NDArray[np.int64], frame: str, values: NDArray[np.float64]) -> NDArray[np.uint8]:
         layout = self._layout(frame)
         if layout is None:
-            return [self.serialize(self.build(int(s), frame, v)) for s, v in zip(stamps, values)]
+            # Stamps and float values never change a CDR size, so the rows stack.
+            datas = [self.serialize(self.build(int(s), frame, v)) for s, v in zip(stamps, values)]
+            return np.frombuffer(b"".join(datas), dtype=np.uint8).reshape(len(datas), -1)
         template, offsets = layout
         return _patch(template, offsets, stamps, values)
 
@@ -83,12 +90,13 @@ class TemplateEncoder:
         check_stamp = 42 * NS_PER_S + 7
         expected = self.serialize(self.build(check_stamp, frame, check_vals))
         patched = _patch(template, offsets, np.array([check_stamp]), check_vals[None, :])[0]
-        return (template, offsets) if patched == expected else None
+        return (template, offsets) if patched.tobytes() == expected else None
 
 
 def _patch(
     template: NDArray[np.uint8], offsets: NDArray[np.intp], stamps: NDArray[np.int64], values: NDArray[np.float64]
-) -> list[bytes]:
+) -> NDArray[np.uint8]:
+    """(N, size) messages: `template` with row i's stamp and values patched in."""
     n, size = len(stamps), len(template)
     buf = np.empty((n, size), dtype=np.uint8)
     buf[:] = template
@@ -98,8 +106,7 @@ def _patch(
     vals = np.ascontiguousarray(values, dtype="<f8").view(np.uint8).reshape(n, -1, 8)
     for j, off in enumerate(offsets):
         buf[:, off : off + 8] = vals[:, j]
-    flat = buf.tobytes()
-    return [flat[i * size : (i + 1) * size] for i in range(n)]
+    return buf
 
 
 @dataclass(frozen=True)
@@ -128,7 +135,7 @@ class OutputWriter:
             "estimated_acceleration": _velocity_columns(model),
         }
         self.counts: dict[str, int] = {c.name: 0 for c in self.channels}
-        self._writer: Writer | None = None
+        self._writer: BlockWriter | None = None
         self._connections: dict[str, Any] = {}
         self._csv: dict[str, BinaryIO] = {}
 
@@ -161,7 +168,7 @@ class OutputWriter:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         bag_dir = self.out_dir / "outputs"
         _clear_previous_output(bag_dir)
-        self._writer = Writer(bag_dir, version=9, storage_plugin=StoragePlugin.MCAP)
+        self._writer = BlockWriter(bag_dir)
         self._writer.open()
         for ch in self.channels:
             self._connections[ch.name] = self._writer.add_connection(
@@ -183,21 +190,17 @@ class OutputWriter:
     def write(self, block: SampleBlock, outputs: pipeline.DynamicsOutputs, accel_est: NDArray[np.float64]) -> None:
         """All outputs of one block: bag messages (logged at the input receive time) and CSV."""
         series = self._series(block, outputs)
-        encoded: list[tuple[int, Any, bytes]] = []
+        assert self._writer is not None
         for ch in self.channels:
             values, rows = series[ch.name]
             if not len(rows):
                 continue
-            datas = ch.encoder.encode(block.stamp_ns[rows], _pick(block.frame_id, rows, self, ch), values)
             conn = self._connections[ch.name]
-            encoded += zip(block.receive_ns[rows].tolist(), [conn] * len(rows), datas)
+            frames = _pick(block.frame_id, rows, self, ch)
+            for frame_rows, payloads in ch.encoder.encode(block.stamp_ns[rows], frames, values):
+                self._writer.write_block(conn, block.receive_ns[rows[frame_rows]], payloads)
             self._csv[ch.name].write(format_rows(block.stamp_ns[rows], values))
             self.counts[ch.name] += len(rows)
-        encoded.sort(key=lambda e: e[0])  # stable: per sample, topics keep their order
-        assert self._writer is not None
-        write = self._writer.write
-        for receive, conn, data in encoded:
-            write(conn, receive, data)
         self._csv["measured_effort"].write(format_rows(block.stamp_ns, block.effort))
         self._csv["estimated_acceleration"].write(format_rows(block.stamp_ns, accel_est))
 
