@@ -6,9 +6,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..checks import prepare
+from ..fast import OK, fast_model
 from ..model import Model
 from ..reference.hybrid import _mask, hybrid_batch
 from . import first_order
+from .fast import derivatives_batch, derivatives_one, rnea_derivatives_fast, workspace_of
+from .time_derivatives import aba_time_derivatives_batch, rnea_time_derivatives_batch
+from .time_fast import aba_time_many, rnea_time_many
 
 __all__ = [
     "rnea_derivatives",
@@ -28,26 +32,11 @@ def rnea_derivatives(model: Model, q, v, a, *, base_pose=None, fast: bool = True
     Mimic joints: derivatives w.r.t. the coordinates (q_body = P q + q_offset).
     fast=False runs the readable reference (Kim Table 5) instead of the numba kernel.
     """
-    if fast and (single := _single(model, q, v, a, base_pose, False)) is not None:
-        return single
-    batch = prepare(model, q, {"v": v, "a": a}, base_pose=base_pose)
-    out = _rnea_derivatives(model, batch, *batch.vectors, fast)
-    return tuple(batch.restore(x) for x in out)  # type: ignore[return-value]
-
-
-def _single(model: Model, q, v, x, base_pose, forward: bool) -> Derivatives | None:
-    """The numba single-sample path for plain float64 vectors; None means: take the general path."""
-    from .fast import derivatives_single, is_single_sample
-    if not is_single_sample(model, q, v, x, base_pose):
-        return None
-    return derivatives_single(model, q, v, x, base_pose, forward)
-
-
-def _rnea_derivatives(model: Model, batch, v: np.ndarray, a: np.ndarray, fast: bool) -> Derivatives:
     if fast:
-        from .fast import rnea_derivatives_fast
-        return rnea_derivatives_fast(model, batch, v, a)
-    return first_order.rnea_derivatives_batch(model, batch, v, a)
+        return _fast(model, q, v, a, base_pose, False, "a")
+    batch = prepare(model, q, {"v": v, "a": a}, base_pose=base_pose)
+    out = first_order.rnea_derivatives_batch(model, batch, *batch.vectors)
+    return tuple(batch.restore(x) for x in out)  # type: ignore[return-value]
 
 
 def aba_derivatives(model: Model, q, v, tau, *, base_pose=None, fast: bool = True) -> Derivatives:
@@ -55,17 +44,39 @@ def aba_derivatives(model: Model, q, v, tau, *, base_pose=None, fast: bool = Tru
 
     Differentiating ID(q, v, FD(q, v, tau)) = tau: dFD/dx = -M^-1 dID/dx at a = FD(q, v, tau).
     """
-    if fast and (single := _single(model, q, v, tau, base_pose, True)) is not None:
-        return single
+    if fast:
+        return _fast(model, q, v, tau, base_pose, True, "tau")
     batch = prepare(model, q, {"v": v, "tau": tau}, base_pose=base_pose)
     v_, tau_ = batch.vectors
-    if fast:
-        from .fast import aba_derivatives_fast
-        out = aba_derivatives_fast(model, batch, v_, tau_)
-    else:
-        _, a = hybrid_batch(model, batch, v_, tau_, np.zeros(model.nv, dtype=bool))
-        out = first_order.aba_from_rnea_derivatives(*first_order.rnea_derivatives_batch(model, batch, v_, a))
+    _, a = hybrid_batch(model, batch, v_, tau_, np.zeros(model.nv, dtype=bool))
+    out = first_order.aba_from_rnea_derivatives(*first_order.rnea_derivatives_batch(model, batch, v_, a))
     return tuple(batch.restore(x) for x in out)  # type: ignore[return-value]
+
+
+def _fast(model: Model, q, v, x, base_pose, forward: bool, name: str) -> Derivatives:
+    """The numba kernels: single float64 vectors go straight in (the kernel checks lengths, NaN
+    and the pose); anything else, or bad input, goes through checks.prepare, which raises the
+    precise ValueError, and the batch kernel. A singular mass matrix is left to the reference."""
+    fm = fast_model(model)
+    if (base_pose is None) != fm.floating:
+        out = np.empty((3, fm.nv, fm.nv))
+        try:
+            if derivatives_one(fm.mf, fm.mi, workspace_of(model), q, v, x,
+                               fm.identity if base_pose is None else base_pose, forward, out) == OK:
+                return out[0], out[1], out[2]
+        except TypeError:  # not single float64 vectors: the general path below
+            pass
+    batch = prepare(model, q, {"v": v, name: x}, base_pose=base_pose)
+    out = derivatives_batch(model, batch, *batch.vectors, forward)
+    if out is None:
+        return aba_derivatives(model, q, v, x, base_pose=base_pose, fast=False)
+    return batch.restore(out[:, 0]), batch.restore(out[:, 1]), batch.restore(out[:, 2])
+
+
+def _rnea_derivatives(model: Model, batch, v: np.ndarray, a: np.ndarray, fast: bool) -> Derivatives:
+    if fast:
+        return rnea_derivatives_fast(model, batch, v, a)
+    return first_order.rnea_derivatives_batch(model, batch, v, a)
 
 
 def hybrid_derivatives(model: Model, q, v, a_or_tau, prescribed, *, base_pose=None, fast: bool = True
@@ -86,18 +97,36 @@ def hybrid_derivatives(model: Model, q, v, a_or_tau, prescribed, *, base_pose=No
     return tuple(batch.restore(x) for x in out)  # type: ignore[return-value]
 
 
-def rnea_time_derivatives(model: Model, q, v_derivs: Sequence, *, base_pose=None) -> list[np.ndarray]:
-    """[tau, tau', ..., tau^(r)] along the motion with v_derivs = [v, v', ..., v^(r+1)]."""
-    from .time_derivatives import rnea_time_derivatives_batch
+def rnea_time_derivatives(model: Model, q, v_derivs: Sequence, *, base_pose=None, fast: bool = True
+                          ) -> list[np.ndarray]:
+    """[tau, tau', ..., tau^(r)] along the motion with v_derivs = [v, v', ..., v^(r+1)].
+
+    fast=False runs the readable reference (time_derivatives) instead of the numba kernel.
+    """
     batch = _prepare_sequence(model, q, "v_derivs", v_derivs, 2, base_pose)
-    return [batch.restore(x) for x in rnea_time_derivatives_batch(model, batch, batch.vectors)]
+    if not fast:
+        return [batch.restore(x) for x in rnea_time_derivatives_batch(model, batch, batch.vectors)]
+    fm = fast_model(model)
+    vd = np.stack(batch.vectors, 1)
+    out = np.empty((vd.shape[0], vd.shape[1] - 1, fm.nv))
+    rnea_time_many(fm.mf, fm.mi, batch.q, vd, batch.base_pose, out)
+    return [batch.restore(out[:, k]) for k in range(out.shape[1])]
 
 
-def aba_time_derivatives(model: Model, q, v, tau_derivs: Sequence, *, base_pose=None) -> list[np.ndarray]:
-    """[a, a', ..., a^(r)] along the motion driven by tau_derivs = [tau, tau', ..., tau^(r)] from (q, v)."""
-    from .time_derivatives import aba_time_derivatives_batch
+def aba_time_derivatives(model: Model, q, v, tau_derivs: Sequence, *, base_pose=None, fast: bool = True
+                         ) -> list[np.ndarray]:
+    """[a, a', ..., a^(r)] along the motion driven by tau_derivs = [tau, tau', ..., tau^(r)] from (q, v).
+
+    fast=False runs the readable reference; so does a singular articulated inertia, which it reports.
+    """
     batch = _prepare_sequence(model, q, "tau_derivs", tau_derivs, 1, base_pose, v=v)
     v_, *taus = batch.vectors
+    if fast:
+        fm = fast_model(model)
+        td = np.stack(taus, 1)
+        out = np.empty_like(td)
+        if aba_time_many(fm.mf, fm.mi, batch.q, v_, td, batch.base_pose, out) == OK:
+            return [batch.restore(out[:, k]) for k in range(out.shape[1])]
     return [batch.restore(x) for x in aba_time_derivatives_batch(model, batch, v_, taus)]
 
 

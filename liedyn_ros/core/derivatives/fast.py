@@ -1,4 +1,4 @@
-"""Fast path of the first-order derivatives: numba kernels, O(n * depth), no allocation per body.
+"""Fast path of the first-order derivatives: numba kernels, O(n * depth), no allocation per call.
 
 Kim Table 5 propagates dV_i/dp through every Ad_{f_i^-1}: 36 multiplications per body and per
 scalar p. The kernel evaluates the same derivatives in closed form instead, in the frame {0}
@@ -21,514 +21,470 @@ and a uniform (dV, dA) changes the subtree wrench by I^c_i dA + (I^c_i ad_{V_j} 
                       with a_i = I^c_i s_i, b_i = B^c_i^T s_i
     i ancestor of j:  dtau_i/dq_j = s_i^T (I^c_j (ad_{A_j} s_j + ad_{V_j} y_j) - B^c_j y_j - ad*_{s_j} F^c_j)
                       dtau_i/dqd_j = s_i^T (2 I^c_j y_j - B^c_j s_j),   M_ij = s_i^T I^c_j s_j
-    base columns:     d/dxi: a_i^T ad_{a_g}  (gravity only),  d/dV_0: a_i^T ad_{V_0} - b_i^T,  M: a_i^T
+    base columns:     d/dxi: M[:, :6] ad_{a_g}  (gravity only),  d/dV_0: a_i^T ad_{V_0} - b_i^T,  M: a_i^T
     base rows:        the same with s_i = 1_6 and subtree = every body.
 
 This is the analytic scheme of Carpentier & Mansard (2018), derived in our notation; tests prove
-it equal to the Table 5 reference. aba derivatives: -M^-1 dID/dx at a = FD(q, v, tau).
+it equal to the Table 5 reference. Mimic joints: body i adds mult_i mult_j D_ij into the entry of
+its coordinates (dID/dq = P^T D P).
+
+Forward dynamics: a = M^-1 (tau - b), then dFD/dx = -M^-1 dID/dx at that a. The bias b is the
+pass above with qdd = 0; the acceleration then enters linearly,
+    A_k += dA_k,  dA_k = dA_l + s_k qdd_k  (dA_0 = dV_0/dt),   F^c_i += sum_{k in subtree(i)} I_k dA_k,
+so the poses, inertias and B_k are computed once.
+
+Spatial inertias move to {0} by rotation and translation instead of 6x6 products: with
+J = [[I_o, [h]], [[h]^T, m 1]] (h = m c, the first moment) and T_0k = (R, p), g = R h,
+    h' = g + m p,   I_o' = R I_o R^T - [g][p] - [p][g] - m [p]^2,
+and I ad_V is three cross products per row: (I ad_V)_{r,:} = (I_{r,w} x w + I_{r,v} x v, I_{r,v} x w).
 """
 from __future__ import annotations
 
-import weakref
-
-import numba as nb
 import numpy as np
+from numba import prange, types
 
 from ..checks import Batch
+from ..fast import BAD_INPUT, OK, SINGULAR, fast_model
+from ..fast.kinematics import block, chunk_bounds, inertias_block, inputs_valid, sizes, transforms_block, \
+    vectors_valid
+from ..fast.layout import COORD, INERTIA, MULT, PARENT, SCREW
+from ..fast.spatial import bracket, coadjoint_bias, dot6, gravity_in_base, ijit, jit, joint_transform, pjit
 from ..model import Model
-from ..reference.kinematics import gravity_acceleration, split
-from .first_order import body_map
 
-__all__ = ["rnea_derivatives_fast", "aba_derivatives_fast"]
-
-_JIT = dict(cache=True, nogil=True, fastmath=False)
+__all__ = ["derivatives_one", "derivatives_batch", "rnea_derivatives_fast", "workspace_of"]
 
 
-@nb.njit(**_JIT)
-def _ad_vec(V, W, out):
-    """out = ad_V W = (w x w', w x v' + v x w')."""
-    out[0] = V[1] * W[2] - V[2] * W[1]
-    out[1] = V[2] * W[0] - V[0] * W[2]
-    out[2] = V[0] * W[1] - V[1] * W[0]
-    out[3] = V[1] * W[5] - V[2] * W[4] + V[4] * W[2] - V[5] * W[1]
-    out[4] = V[2] * W[3] - V[0] * W[5] + V[5] * W[0] - V[3] * W[2]
-    out[5] = V[0] * W[4] - V[1] * W[3] + V[3] * W[1] - V[4] * W[0]
+# ------------------------------------------------------------------------------ small steps
 
 
-@nb.njit(**_JIT)
-def _ad_star_vec(V, F, out):
-    """out = ad*_V F = ad_V^T F = (-(w x m) - v x f, -(w x f))."""
-    m0, m1, m2, f0, f1, f2 = F[0], F[1], F[2], F[3], F[4], F[5]
-    out[0] = -(V[1] * m2 - V[2] * m1) - (V[4] * f2 - V[5] * f1)
-    out[1] = -(V[2] * m0 - V[0] * m2) - (V[5] * f0 - V[3] * f2)
-    out[2] = -(V[0] * m1 - V[1] * m0) - (V[3] * f1 - V[4] * f0)
-    out[3] = -(V[1] * f2 - V[2] * f1)
-    out[4] = -(V[2] * f0 - V[0] * f2)
-    out[5] = -(V[0] * f1 - V[1] * f0)
+@ijit
+def cross_add(x, y, out, sign):
+    """out += sign * (x x y) for 3-vectors."""
+    out[0] += sign * (x[1] * y[2] - x[2] * y[1])
+    out[1] += sign * (x[2] * y[0] - x[0] * y[2])
+    out[2] += sign * (x[0] * y[1] - x[1] * y[0])
 
 
-@nb.njit(**_JIT)
-def _ad_mat(V, out):
-    out[:] = 0.0
-    w0, w1, w2, v0, v1, v2 = V[0], V[1], V[2], V[3], V[4], V[5]
-    for k in range(2):
-        o = 3 * k
-        out[o + 0, o + 1] = -w2
-        out[o + 0, o + 2] = w1
-        out[o + 1, o + 0] = w2
-        out[o + 1, o + 2] = -w0
-        out[o + 2, o + 0] = -w1
-        out[o + 2, o + 1] = w0
-    out[3, 1], out[3, 2] = -v2, v1
-    out[4, 0], out[4, 2] = v2, -v0
-    out[5, 0], out[5, 1] = -v1, v0
+@ijit
+def mat6_vec(A, x, out):
+    """out = A x (6x6)."""
+    for r in range(6):
+        out[r] = (A[r, 0] * x[0] + A[r, 1] * x[1] + A[r, 2] * x[2] + A[r, 3] * x[3] + A[r, 4] * x[4]
+                  + A[r, 5] * x[5])
 
 
-@nb.njit(**_JIT)
-def _ad_star_bar_mat(F, out):
-    """ad*_V F = out V: [[[m], [f]], [[f], 0]]."""
-    out[:] = 0.0
-    m0, m1, m2, f0, f1, f2 = F[0], F[1], F[2], F[3], F[4], F[5]
-    for (r, c, x0, x1, x2) in ((0, 0, m0, m1, m2), (0, 3, f0, f1, f2), (3, 0, f0, f1, f2)):
-        out[r + 0, c + 1] = -x2
-        out[r + 0, c + 2] = x1
-        out[r + 1, c + 0] = x2
-        out[r + 1, c + 2] = -x0
-        out[r + 2, c + 0] = -x1
-        out[r + 2, c + 1] = x0
+@ijit
+def mat6T_vec(A, x, out):
+    """out = A^T x (6x6)."""
+    for c in range(6):
+        out[c] = (A[0, c] * x[0] + A[1, c] * x[1] + A[2, c] * x[2] + A[3, c] * x[3] + A[4, c] * x[4]
+                  + A[5, c] * x[5])
 
 
-@nb.njit(**_JIT)
-def _joint_pose(Mi, Si, qi, out):
-    """out = M_i exp([S_i] q_i) for a revolute (unit w, v = 0) or prismatic (w = 0) screw."""
-    E = np.eye(4)
-    w0, w1, w2 = Si[0], Si[1], Si[2]
-    if w0 * w0 + w1 * w1 + w2 * w2 > 0.5:
-        c, s = np.cos(qi), np.sin(qi)
-        C = 1.0 - c
-        E[0, 0] = c + w0 * w0 * C
-        E[0, 1] = w0 * w1 * C - w2 * s
-        E[0, 2] = w0 * w2 * C + w1 * s
-        E[1, 0] = w1 * w0 * C + w2 * s
-        E[1, 1] = c + w1 * w1 * C
-        E[1, 2] = w1 * w2 * C - w0 * s
-        E[2, 0] = w2 * w0 * C - w1 * s
-        E[2, 1] = w2 * w1 * C + w0 * s
-        E[2, 2] = c + w2 * w2 * C
-    else:
-        E[0, 3], E[1, 3], E[2, 3] = Si[3] * qi, Si[4] * qi, Si[5] * qi
-    for r in range(4):
-        for k in range(4):
-            acc = 0.0
-            for m in range(4):
-                acc += Mi[r, m] * E[m, k]
-            out[r, k] = acc
-
-
-@nb.njit(**_JIT)
-def _Ad_vec(T, x, out):
-    """out = Ad_T x = (R w, p x (R w) + R v)."""
+@ijit
+def inertia_to_root(mf, i, R, p, out):
+    """out = Ad_{T^-1}^T J_i Ad_{T^-1} for T = (R, p), by the (m, h, I_o) form of the module docstring."""
+    o = INERTIA
+    m = mf[i, o + 35]
+    h0, h1, h2 = mf[i, o + 2 * 6 + 4], mf[i, o + 5], mf[i, o + 6 + 3]  # [h] = J[:3, 3:]
+    g0 = R[0, 0] * h0 + R[0, 1] * h1 + R[0, 2] * h2
+    g1 = R[1, 0] * h0 + R[1, 1] * h1 + R[1, 2] * h2
+    g2 = R[2, 0] * h0 + R[2, 1] * h1 + R[2, 2] * h2
+    p0, p1, p2 = p[0], p[1], p[2]
+    gp = g0 * p0 + g1 * p1 + g2 * p2
+    pp = p0 * p0 + p1 * p1 + p2 * p2
+    for r in range(3):  # out[:3, 3:] <- R I_o (scratch for the rotation)
+        for c in range(3):
+            out[r, 3 + c] = R[r, 0] * mf[i, o + c] + R[r, 1] * mf[i, o + 6 + c] + R[r, 2] * mf[i, o + 12 + c]
+    gv = (g0, g1, g2)
+    pv = (p0, p1, p2)
     for r in range(3):
-        out[r] = T[r, 0] * x[0] + T[r, 1] * x[1] + T[r, 2] * x[2]
-        out[3 + r] = T[r, 0] * x[3] + T[r, 1] * x[4] + T[r, 2] * x[5]
-    p0, p1, p2 = T[0, 3], T[1, 3], T[2, 3]
-    out[3] += p1 * out[2] - p2 * out[1]
-    out[4] += p2 * out[0] - p0 * out[2]
-    out[5] += p0 * out[1] - p1 * out[0]
-
-
-@nb.njit(**_JIT)
-def _Ad_inv_mat(T, out):
-    """out = Ad_{T^-1} = [[R^T, 0], [-R^T [p], R^T]]."""
-    out[:] = 0.0
-    p0, p1, p2 = T[0, 3], T[1, 3], T[2, 3]
+        for c in range(r, 3):
+            x = out[r, 3] * R[c, 0] + out[r, 4] * R[c, 1] + out[r, 5] * R[c, 2]
+            x -= pv[r] * gv[c] + gv[r] * pv[c] + m * pv[r] * pv[c]
+            if r == c:
+                x += 2.0 * gp + m * pp
+            out[r, c] = x
+            out[c, r] = x
+    h0, h1, h2 = g0 + m * p0, g1 + m * p1, g2 + m * p2
+    out[0, 3], out[0, 4], out[0, 5] = 0.0, -h2, h1
+    out[1, 3], out[1, 4], out[1, 5] = h2, 0.0, -h0
+    out[2, 3], out[2, 4], out[2, 5] = -h1, h0, 0.0
     for r in range(3):
         for c in range(3):
-            out[r, c] = T[c, r]
-            out[3 + r, 3 + c] = T[c, r]
-        # (-R^T [p])_{r,:} = -(R^T)_{r,:} [p]
-        a0, a1, a2 = T[0, r], T[1, r], T[2, r]
-        out[3 + r, 0] = -(a1 * p2 - a2 * p1)
-        out[3 + r, 1] = -(a2 * p0 - a0 * p2)
-        out[3 + r, 2] = -(a0 * p1 - a1 * p0)
+            out[3 + c, r] = out[r, 3 + c]
+            out[3 + r, 3 + c] = m if r == c else 0.0
 
 
-@nb.njit(**_JIT)
-def _congruence(X, J, out, tmp):
-    """out = X^T J X (6x6)."""
+@ijit
+def times_ad(I, V, K):
+    """K = I ad_V: row r is (I_{r,w} x w + I_{r,v} x v, I_{r,v} x w)."""
+    for r in range(6):
+        K[r, :] = 0.0
+        cross_add(I[r, 0:3], V[0:3], K[r, 0:3], 1.0)
+        cross_add(I[r, 3:6], V[3:6], K[r, 0:3], 1.0)
+        cross_add(I[r, 3:6], V[0:3], K[r, 3:6], 1.0)
+
+
+@ijit
+def add_coupling(I, V, h, K, B):
+    """B += I ad_V + ad*_V I + ad*bar(h) = K + K^T + ad*bar(h) with K = I ad_V (ad*_V = ad_V^T), h = I V."""
+    times_ad(I, V, K)
     for r in range(6):
         for c in range(6):
-            acc = 0.0
-            for m in range(6):
-                acc += J[r, m] * X[m, c]
-            tmp[r, c] = acc
-    for r in range(6):
-        for c in range(6):
-            acc = 0.0
-            for m in range(6):
-                acc += X[m, r] * tmp[m, c]
-            out[r, c] = acc
+            B[r, c] += K[r, c] + K[c, r]
+    m0, m1, m2, f0, f1, f2 = h[0], h[1], h[2], h[3], h[4], h[5]
+    B[0, 1] -= m2
+    B[0, 2] += m1
+    B[1, 0] += m2
+    B[1, 2] -= m0
+    B[2, 0] -= m1
+    B[2, 1] += m0
+    for o0, o1 in ((0, 3), (3, 0)):  # the [f] blocks
+        B[o0 + 0, o1 + 1] -= f2
+        B[o0 + 0, o1 + 2] += f1
+        B[o0 + 1, o1 + 0] += f2
+        B[o0 + 1, o1 + 2] -= f0
+        B[o0 + 2, o1 + 0] -= f1
+        B[o0 + 2, o1 + 1] += f0
 
 
-@nb.njit(**_JIT)
-def _matvec(A, x, out):
-    for r in range(6):
-        acc = 0.0
-        for c in range(6):
-            acc += A[r, c] * x[c]
-        out[r] = acc
+@ijit
+def body_force(I, V, A, h, f):
+    """h = I V, f = I A - ad*_V h."""
+    mat6_vec(I, V, h)
+    mat6_vec(I, A, f)
+    coadjoint_bias(V, h, f)
 
 
-@nb.njit(**_JIT)
-def _matTvec(A, x, out):
-    for r in range(6):
-        acc = 0.0
-        for c in range(6):
-            acc += A[c, r] * x[c]
-        out[r] = acc
+@ijit
+def add_to(x, out):
+    for r in range(x.shape[0]):
+        out[r] += x[r]
 
 
-@nb.njit(**_JIT)
-def _dot(a, b):
-    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4] + a[5] * b[5]
+# ------------------------------------------------------------------------------ the passes
 
 
-@nb.njit(**_JIT)
-def _body_terms(Ik, V, A, h, f, Bk, adV, tmp6, tmp66):
-    """h = I V, f = I A - ad*_V h, B = I ad_V + ad*_V I + ad*bar(h)."""
-    _matvec(Ik, V, h)
-    _matvec(Ik, A, f)
-    _ad_star_vec(V, h, tmp6)
-    for r in range(6):
-        f[r] -= tmp6[r]
-    _ad_mat(V, adV)
-    _ad_star_bar_mat(h, Bk)
-    for r in range(6):
-        for c in range(6):
-            acc = 0.0
-            for m in range(6):
-                acc += Ik[r, m] * adV[m, c] + adV[m, r] * Ik[m, c]
-            Bk[r, c] += acc
+@jit
+def workspace(nb, nv):
+    """Floats one sample needs (see `views`)."""
+    return 12 * nb + 6 * 7 * nb + (6 * 4 + 36 * 3) * (nb + 1) + 36 + 12 + nv * nv + 2 * nv
 
 
-@nb.njit(**_JIT)
-def _derivatives_one(parent, Mh, S, J, J0, floating, qb, V0, qd, A0, qdd, out_tau, dq, dv, Mm):
-    """One sample: tau_body, dtau/dq_body, dtau/dv_body and M (base rows/columns first if floating).
+@ijit
+def views(ws, nb, nv):
+    R, p, o = transforms_block(ws, 0, nb)  # T_0i = (R, p)
+    s, o = block(ws, o, nb, 6)
+    a, o = block(ws, o, nb, 6)
+    b, o = block(ws, o, nb, 6)
+    y, o = block(ws, o, nb, 6)
+    z, o = block(ws, o, nb, 6)
+    Uq, o = block(ws, o, nb, 6)
+    Uv, o = block(ws, o, nb, 6)
+    V, o = block(ws, o, nb + 1, 6)  # row nb: the base
+    A, o = block(ws, o, nb + 1, 6)
+    dA, o = block(ws, o, nb + 1, 6)
+    Fc, o = block(ws, o, nb + 1, 6)
+    I, o = inertias_block(ws, o, nb + 1)
+    Ic, o = inertias_block(ws, o, nb + 1)
+    Bc, o = inertias_block(ws, o, nb + 1)
+    K, o = block(ws, o, 6, 6)
+    tmp, o = block(ws, o, 2, 6)
+    L, o = block(ws, o, nv, nv)
+    x, o = block(ws, o, 2, nv)
+    return R, p, s, a, b, y, z, Uq, Uv, V, A, dA, Fc, I, Ic, Bc, K, tmp, L, x
 
-    A0 is the base acceleration including gravity, in {0}; V0 the base twist (zero if fixed).
+
+@ijit
+def forward_pass(mf, mi, q, v, x, T, R, p, s, V, A, Fc, I, Ic, Bc, K, tmp):
+    """Poses, screws, twists, accelerations (generalized accelerations x), I_k, f_k, B_k; subtree sums.
+
+    Returns a_g, the gravity acceleration of the base frame, in tmp[1].
     """
-    n = parent.shape[0]
-    o = 6 if floating else 0
-    T = np.empty((n, 4, 4))
-    s = np.empty((n, 6))
-    V = np.empty((n, 6))
-    A = np.empty((n, 6))
-    Ic = np.empty((n, 6, 6))
-    Bc = np.empty((n, 6, 6))
-    Fc = np.empty((n, 6))
-    f = np.empty((4, 4))
-    X = np.empty((6, 6))
-    adV = np.empty((6, 6))
-    tmp66 = np.empty((6, 6))
-    tmp6 = np.empty(6)
-    h = np.empty(6)
-    sdot = np.empty(6)
-    # Forward: poses, screws, twists and accelerations in {0}; body terms I_k, B_k, f_k.
-    for i in range(n):
-        p = parent[i]
-        _joint_pose(Mh[i], S[i], qb[i], f)
-        if p < 0:
-            T[i] = f
-            Vp, Ap = V0, A0
+    nb, n, nv = sizes(mi)
+    base = nv - n
+    a_g = tmp[1]
+    gravity_in_base(mf, nb, T, a_g)
+    for r in range(6):
+        V[nb, r] = v[r] if base else 0.0
+        A[nb, r] = a_g[r] + (x[r] if base else 0.0)
+    Rf, pf = K[0:3, 0:3], K[3, 0:3]  # f_{l,i} = (Rf, pf), scratch
+    for i in range(nb):
+        par = mi[i, PARENT]
+        joint_transform(mf, i, q[mi[i, COORD]], Rf, pf)
+        if par < 0:
+            R[i] = Rf
+            p[i] = pf
+            par = nb
         else:
-            for r in range(4):
-                for k in range(4):
-                    T[i, r, k] = T[p, r, 0] * f[0, k] + T[p, r, 1] * f[1, k] + T[p, r, 2] * f[2, k] + T[p, r, 3] * f[3, k]
-            Vp, Ap = V[p], A[p]
-        _Ad_vec(T[i], S[i], s[i])
+            for r in range(3):
+                for c in range(3):
+                    R[i, r, c] = R[par, r, 0] * Rf[0, c] + R[par, r, 1] * Rf[1, c] + R[par, r, 2] * Rf[2, c]
+                p[i, r] = R[par, r, 0] * pf[0] + R[par, r, 1] * pf[1] + R[par, r, 2] * pf[2] + p[par, r]
+        S = mf[i, SCREW:SCREW + 6]
+        for r in range(3):  # s_i = Ad_{T_0i} S_i = (R w, R v + p x R w)
+            s[i, r] = R[i, r, 0] * S[0] + R[i, r, 1] * S[1] + R[i, r, 2] * S[2]
+            s[i, 3 + r] = R[i, r, 0] * S[3] + R[i, r, 1] * S[4] + R[i, r, 2] * S[5]
+        cross_add(p[i], s[i, 0:3], s[i, 3:6], 1.0)
+        qd = mf[i, MULT] * v[base + mi[i, COORD]]
+        qdd = mf[i, MULT] * x[base + mi[i, COORD]]
         for r in range(6):
-            V[i, r] = Vp[r] + s[i, r] * qd[i]
-        _ad_vec(V[i], s[i], sdot)
+            V[i, r] = V[par, r] + s[i, r] * qd
+        bracket(V[i], s[i], tmp[0])
         for r in range(6):
-            A[i, r] = Ap[r] + sdot[r] * qd[i] + s[i, r] * qdd[i]
-        _Ad_inv_mat(T[i], X)
-        _congruence(X, J[i], Ic[i], tmp66)
-        _body_terms(Ic[i], V[i], A[i], h, Fc[i], Bc[i], adV, tmp6, tmp66)
-    Ic0 = J0.copy()
-    Bc0 = np.zeros((6, 6))
-    Fc0 = np.zeros(6)
-    if floating:
-        _body_terms(J0, V0, A0, h, Fc0, Bc0, adV, tmp6, tmp66)
-    # Backward: subtree sums.
-    for i in range(n - 1, -1, -1):
-        p = parent[i]
-        if p < 0:
-            Ic0 += Ic[i]
-            Bc0 += Bc[i]
-            Fc0 += Fc[i]
-        else:
-            Ic[p] += Ic[i]
-            Bc[p] += Bc[i]
-            Fc[p] += Fc[i]
-    # Per joint j: column vectors; per row i: a_i = I^c_i s_i, b_i = B^c_i^T s_i.
-    a = np.empty((n, 6))
-    b = np.empty((n, 6))
-    y = np.empty((n, 6))
-    zq = np.empty((n, 6))
-    Uq = np.empty((n, 6))
-    Uv = np.empty((n, 6))
-    Ua = np.empty((n, 6))
-    for j in range(n):
-        _matvec(Ic[j], s[j], a[j])
-        _matTvec(Bc[j], s[j], b[j])
-        out_tau[o + j] = _dot(s[j], Fc[j])
-        _ad_vec(V[j], s[j], y[j])
-        _ad_vec(A[j], s[j], zq[j])
-        _ad_vec(V[j], y[j], tmp6)
+            A[i, r] = A[par, r] + tmp[0, r] * qd + s[i, r] * qdd
+        inertia_to_root(mf, i, R[i], p[i], I[i])
+    for i in range(nb + 1):
+        if i == nb:
+            for r in range(6):
+                for c in range(6):
+                    I[nb, r, c] = mf[nb, INERTIA + 6 * r + c] if base else 0.0
+        Ic[i] = I[i]
+        Bc[i] = 0.0
+        body_force(I[i], V[i], A[i], tmp[0], Fc[i])
+        add_coupling(I[i], V[i], tmp[0], K, Bc[i])
+    for i in range(nb - 1, -1, -1):
+        par = mi[i, PARENT] if mi[i, PARENT] >= 0 else nb
+        Ic[par] += Ic[i]
+        Bc[par] += Bc[i]
+        add_to(Fc[i], Fc[par])
+
+
+@ijit
+def mass_matrix_and_bias(mf, mi, s, a, Ic, Fc, M, bias):
+    """a_i = I^c_i s_i; M (nv, nv) in coordinates; bias = ID at the accelerations of the pass."""
+    nb, n, nv = sizes(mi)
+    base = nv - n
+    M[:, :] = 0.0
+    bias[:] = 0.0
+    for i in range(nb):
+        mat6_vec(Ic[i], s[i], a[i])
+        ci, wi = base + mi[i, COORD], mf[i, MULT]
+        bias[ci] += wi * dot6(s[i], Fc[i])
+        j = i
+        while j >= 0:
+            cj, wj = base + mi[j, COORD], mf[j, MULT]
+            m_ij = wi * wj * dot6(a[i], s[j])
+            M[ci, cj] += m_ij
+            if j != i:
+                M[cj, ci] += m_ij
+            j = mi[j, PARENT]
+        for r in range(base):
+            M[r, ci] += wi * a[i, r]
+            M[ci, r] += wi * a[i, r]
+    for r in range(base):
+        bias[r] = Fc[nb, r]
+        for c in range(6):
+            M[r, c] = Ic[nb, r, c]
+
+
+@ijit
+def accelerate(mf, mi, x, s, A, dA, I, Fc, tmp):
+    """Add the generalized accelerations x to a pass made with zero: A_k += dA_k, F^c_i += sum I_k dA_k."""
+    nb, n, nv = sizes(mi)
+    base = nv - n
+    for r in range(6):
+        dA[nb, r] = x[r] if base else 0.0
+    for i in range(nb):
+        par = mi[i, PARENT] if mi[i, PARENT] >= 0 else nb
+        qdd = mf[i, MULT] * x[base + mi[i, COORD]]
         for r in range(6):
-            zq[j, r] += tmp6[r]
-        _matvec(Ic[j], zq[j], Uq[j])
-        _matvec(Bc[j], y[j], tmp6)
-        _ad_star_vec(s[j], Fc[j], h)
+            dA[i, r] = dA[par, r] + s[i, r] * qdd
+    for i in range(nb + 1):  # dA_k is spent on the way: dA_k <- I_k dA_k
+        add_to(dA[i], A[i])
+        mat6_vec(I[i], dA[i], tmp)
+        dA[i] = tmp
+    for i in range(nb - 1, -1, -1):  # subtree sums, as for F^c
+        par = mi[i, PARENT] if mi[i, PARENT] >= 0 else nb
+        add_to(dA[i], dA[par])
+    for i in range(nb + 1):
+        add_to(dA[i], Fc[i])
+
+
+@ijit
+def columns(mf, mi, s, a, b, y, z, Uq, Uv, V, A, Fc, Ic, Bc, M, dq, dv, K, tmp):
+    """dtau/dq and dtau/dv in coordinates (M already assembled); see the module docstring."""
+    nb, n, nv = sizes(mi)
+    base = nv - n
+    dq[:, :] = 0.0
+    dv[:, :] = 0.0
+    for j in range(nb):
+        mat6T_vec(Bc[j], s[j], b[j])
+        bracket(V[j], s[j], y[j])
+        bracket(A[j], s[j], z[j])
+        bracket(V[j], y[j], tmp[0])
+        add_to(tmp[0], z[j])
+        mat6_vec(Ic[j], z[j], Uq[j])
+        mat6_vec(Bc[j], y[j], tmp[0])
+        for r in range(6):  # - ad*_{s_j} F^c_j = coadjoint_bias(s_j, F^c_j)
+            Uq[j, r] -= tmp[0, r]
+        coadjoint_bias(s[j], Fc[j], Uq[j])
+        mat6_vec(Ic[j], y[j], Uv[j])
+        mat6_vec(Bc[j], s[j], tmp[0])
         for r in range(6):
-            Uq[j, r] -= tmp6[r] + h[r]
-        _matvec(Ic[j], y[j], Uv[j])
-        _matvec(Bc[j], s[j], tmp6)
-        for r in range(6):
-            Uv[j, r] = 2.0 * Uv[j, r] - tmp6[r]
-        Ua[j] = a[j]
-    for i in range(n):
+            Uv[j, r] = 2.0 * Uv[j, r] - tmp[0, r]
+    for i in range(nb):
+        ci, wi = base + mi[i, COORD], mf[i, MULT]
         j = i
         while j >= 0:  # j: i itself, then its ancestors
-            dq[o + i, o + j] = _dot(a[i], zq[j]) - _dot(b[i], y[j])
-            dv[o + i, o + j] = 2.0 * _dot(a[i], y[j]) - _dot(b[i], s[j])
-            Mm[o + i, o + j] = _dot(a[i], s[j])
+            cj, w = base + mi[j, COORD], wi * mf[j, MULT]
+            dq[ci, cj] += w * (dot6(a[i], z[j]) - dot6(b[i], y[j]))
+            dv[ci, cj] += w * (2.0 * dot6(a[i], y[j]) - dot6(b[i], s[j]))
             if j != i:
-                dq[o + j, o + i] = _dot(s[j], Uq[i])
-                dv[o + j, o + i] = _dot(s[j], Uv[i])
-                Mm[o + j, o + i] = Mm[o + i, o + j]
-            j = parent[j]
-    if floating:
-        _ad_mat(V0, adV)
-        for r in range(6):
-            out_tau[r] = Fc0[r]
-        for j in range(n):
+                dq[cj, ci] += w * dot6(s[j], Uq[i])
+                dv[cj, ci] += w * dot6(s[j], Uv[i])
+            j = mi[j, PARENT]
+        for r in range(base):
+            dq[r, ci] += wi * Uq[i, r]
+            dv[r, ci] += wi * Uv[i, r]
+        if base:  # joint rows, base-velocity columns: a_i^T ad_{V_0} - b_i^T = (ad*_{V_0} a_i - b_i)^T
+            tmp[0] = 0.0
+            coadjoint_bias(V[nb], a[i], tmp[0])  # -ad*_{V_0} a_i
             for r in range(6):
-                dq[r, o + j] = Uq[j, r]
-                dv[r, o + j] = Uv[j, r]
-                Mm[r, o + j] = Ua[j, r]
-                Mm[o + j, r] = Ua[j, r]
-        # rows of joints i, base columns: a_i^T ad_{V0} - b_i^T (velocity), a_i^T (M)
-        for i in range(n):
-            for c in range(6):
-                acc = 0.0
-                for m in range(6):
-                    acc += a[i, m] * adV[m, c]
-                dv[o + i, c] = acc - b[i, c]
+                dv[ci, r] -= wi * (tmp[0, r] + b[i, r])
+    if base:
+        times_ad(Ic[nb], V[nb], K)
         for r in range(6):
             for c in range(6):
-                acc = 0.0
-                for m in range(6):
-                    acc += Ic0[r, m] * adV[m, c]
-                dv[r, c] = acc - Bc0[r, c]
-                Mm[r, c] = Ic0[r, c]
+                dv[r, c] = K[r, c] - Bc[nb, r, c]
+        for r in range(nv):  # dtau/dxi = M[:, :6] ad_{a_g}, row r: ad*_{a_g} M[r, :6]
+            tmp[0] = 0.0
+            coadjoint_bias(tmp[1], M[r, 0:6], tmp[0])
+            for c in range(6):
+                dq[r, c] = -tmp[0, c]
 
 
-@nb.njit(**_JIT)
-def _base_pose_columns(Mm, a_g, dq):
-    """dtau/dxi = M[:, :6] ad_{a_g}: the base pose enters only through gravity in the base frame."""
-    adA = np.empty((6, 6))
-    _ad_mat(a_g, adA)
-    for r in range(Mm.shape[0]):
-        for c in range(6):
-            acc = 0.0
-            for m in range(6):
-                acc += Mm[r, m] * adA[m, c]
-            dq[r, c] = acc
+@ijit
+def cholesky(L):
+    """L <- its lower Cholesky factor, in place; False when a pivot is not positive."""
+    k = L.shape[0]
+    for j in range(k):
+        d = L[j, j]
+        for m in range(j):
+            d -= L[j, m] * L[j, m]
+        if not d > 0.0:
+            return False
+        d = np.sqrt(d)
+        L[j, j] = d
+        for r in range(j + 1, k):
+            acc = L[r, j]
+            for m in range(j):
+                acc -= L[r, m] * L[j, m]
+            L[r, j] = acc / d
+    return True
 
 
-@nb.njit(parallel=False, **_JIT)
-def _derivatives_batch(parent, Mh, S, J, J0, floating, qb, V0, qd, A0, qdd, a_g, tau, dq, dv, Mm):
-    for k in range(qb.shape[0]):
-        _derivatives_one(parent, Mh, S, J, J0, floating, qb[k], V0[k], qd[k], A0[k], qdd[k],
-                         tau[k], dq[k], dv[k], Mm[k])
-        if floating:
-            _base_pose_columns(Mm[k], a_g[k], dq[k])
+@ijit
+def cholesky_solve_columns(L, X, scale):
+    """X <- scale * (L L^T)^-1 X for every column at once.
+
+    Row-oriented substitution: the inner loops run along a row of X (contiguous), which the
+    compiler vectorizes; column by column would stride through X.
+    """
+    k, nc = L.shape[0], X.shape[1]
+    for r in range(k):  # L Z = scale X
+        for c in range(nc):
+            X[r, c] *= scale
+        for m in range(r):
+            w = L[r, m]
+            for c in range(nc):
+                X[r, c] -= w * X[m, c]
+        d = 1.0 / L[r, r]
+        for c in range(nc):
+            X[r, c] *= d
+    for r in range(k - 1, -1, -1):  # L^T Y = Z
+        for m in range(r + 1, k):
+            w = L[m, r]
+            for c in range(nc):
+                X[r, c] -= w * X[m, c]
+        d = 1.0 / L[r, r]
+        for c in range(nc):
+            X[r, c] *= d
 
 
-@nb.njit(**_JIT)
-def _aba_batch(parent, Mh, S, J, J0, floating, qb, V0, qd, A0, a_g, tau_in, P_full, tau, dq, dv, Mm, ddq, Minv):
-    """Forward dynamics and its derivatives: a = M^-1 (tau - b), then -M^-1 dID/dx at that a."""
-    nvb = tau.shape[1]
-    zero = np.zeros(qd.shape[1])
-    for k in range(qb.shape[0]):
-        _derivatives_one(parent, Mh, S, J, J0, floating, qb[k], V0[k], qd[k], A0[k], zero,
-                         tau[k], dq[k], dv[k], Mm[k])
-        Mc = P_full.T @ Mm[k] @ P_full
-        L = np.linalg.cholesky(Mc)
-        Li = np.linalg.inv(L)
-        Minv[k] = Li.T @ Li
-        acc = Minv[k] @ (tau_in[k] - P_full.T @ tau[k])
-        ab = P_full @ acc  # body accelerations (base first)
-        ddq[k] = acc
-        o = 6 if floating else 0
-        A0k = A0[k].copy()
-        if floating:
-            A0k += ab[:6]
-        _derivatives_one(parent, Mh, S, J, J0, floating, qb[k], V0[k], qd[k], A0k, ab[o:],
-                         tau[k], dq[k], dv[k], Mm[k])
-        if floating:
-            _base_pose_columns(Mm[k], a_g[k], dq[k])
-        _ = nvb
-
-
-def _inputs(model: Model, batch: Batch, v: np.ndarray, a: np.ndarray | None):
-    V0, qd = split(model, v)
-    a_g = gravity_acceleration(model, batch)
-    if a is None:
-        A0, qdd = a_g, None
+@jit
+def derivatives_sample(mf, mi, ws, q, v, x, T, forward, out):
+    """out (3, nv, nv): (dtau/dq, dtau/dv, M) for x = a, or (dqdd/dq, dqdd/dv, M^-1) for x = tau (forward)."""
+    nb, n, nv = sizes(mi)
+    R, p, s, a, b, y, z, Uq, Uv, V, A, dA, Fc, I, Ic, Bc, K, tmp, L, xs = views(ws, nb, nv)
+    dq, dv, M = out[0], out[1], out[2]
+    if forward:
+        acc, bias = xs[0], xs[1]
+        acc[:] = 0.0
+        forward_pass(mf, mi, q, v, acc, T, R, p, s, V, A, Fc, I, Ic, Bc, K, tmp)
+        mass_matrix_and_bias(mf, mi, s, a, Ic, Fc, M, bias)
+        L[:, :] = M
+        if not cholesky(L):
+            return SINGULAR
+        for r in range(nv):
+            acc[r] = x[r] - bias[r]
+        cholesky_solve_columns(L, xs[0:1].T, 1.0)
+        accelerate(mf, mi, acc, s, A, dA, I, Fc, tmp[0])
     else:
-        dV0, qdd = split(model, a)
-        A0 = dV0 + a_g
-    return (np.ascontiguousarray(model.parent), np.ascontiguousarray(model.M), np.ascontiguousarray(model.S),
-            np.ascontiguousarray(model.J), np.ascontiguousarray(model.J_base), bool(model.floating_base),
-            np.ascontiguousarray(model.body_q(batch.q)), np.ascontiguousarray(V0), np.ascontiguousarray(qd),
-            np.ascontiguousarray(A0), qdd, np.ascontiguousarray(a_g))
+        forward_pass(mf, mi, q, v, x, T, R, p, s, V, A, Fc, I, Ic, Bc, K, tmp)
+        mass_matrix_and_bias(mf, mi, s, a, Ic, Fc, M, xs[1])
+    columns(mf, mi, s, a, b, y, z, Uq, Uv, V, A, Fc, Ic, Bc, M, dq, dv, K, tmp)
+    if forward:
+        cholesky_solve_columns(L, dq, -1.0)
+        cholesky_solve_columns(L, dv, -1.0)
+        M[:, :] = 0.0
+        for r in range(nv):
+            M[r, r] = 1.0
+        cholesky_solve_columns(L, M, 1.0)
+    return OK
 
 
-def _to_coordinates(model: Model, *mats: np.ndarray) -> tuple[np.ndarray, ...]:
-    if not model.has_mimic:
-        return mats
-    Pf = body_map(model)
-    return tuple(Pf.T @ m @ Pf for m in mats)
+@jit
+def derivatives_one(mf, mi, ws, q, v, x, T, forward, out):
+    """One sample, inputs unchecked by Python: BAD_INPUT for a wrong length, NaN or a pose outside SE(3)."""
+    if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, x))):
+        return BAD_INPUT
+    return derivatives_sample(mf, mi, ws, q, v, x, T, forward, out)
+
+
+@pjit
+def derivatives_many(mf, mi, q, v, x, T, forward, out):
+    """A batch (B, ...) into out (B, 3, nv, nv); the worst status of its samples."""
+    nb, n, nv = sizes(mi)
+    chunks = chunk_bounds(q.shape[0])
+    status = np.zeros(chunks.shape[0] - 1, dtype=np.int64)
+    for c in prange(chunks.shape[0] - 1):
+        ws = np.empty(workspace(nb, nv))
+        for k in range(chunks[c], chunks[c + 1]):
+            status[c] = max(status[c], derivatives_sample(mf, mi, ws, q[k], v[k], x[k], T[k], forward, out[k]))
+    return status.max() if status.shape[0] else OK
+
+
+def workspace_of(model: Model) -> np.ndarray:
+    """The single-sample workspace of `model`, kept in its instance dictionary like core.fast's.
+
+    The first one also compiles `derivatives_one` for its one signature (float64 C-contiguous
+    vectors) and forbids others: then anything else raises TypeError at once, and the caller takes
+    the general path.
+    """
+    ws = model.__dict__.get("_derivatives_ws")
+    if ws is None:
+        if derivatives_one._can_compile:
+            vec, mat = types.float64[::1], types.float64[:, ::1]
+            derivatives_one.compile(types.int64(mat, types.int64[:, ::1], vec, vec, vec, vec, mat, types.boolean,
+                                                types.float64[:, :, ::1]))
+            derivatives_one.disable_compile()
+        ws = np.zeros(workspace(model.nb, model.nv))
+        object.__setattr__(model, "_derivatives_ws", ws)  # Model is frozen; the cache is no model field
+    return ws
+
+
+def derivatives_batch(model: Model, batch: Batch, v: np.ndarray, x: np.ndarray, forward: bool) -> np.ndarray:
+    """(B, 3, nv, nv) for a prepared batch; None when M is singular (forward dynamics only)."""
+    fm = fast_model(model)
+    out = np.empty((batch.q.shape[0], 3, fm.nv, fm.nv))
+    status = derivatives_many(fm.mf, fm.mi, batch.q, v, x, batch.base_pose, forward, out)
+    return out if status == OK else None
 
 
 def rnea_derivatives_fast(model: Model, batch: Batch, v: np.ndarray, a: np.ndarray
                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Same result as first_order.rnea_derivatives_batch, (B, nv, nv) each."""
-    parent, Mh, S, J, J0, floating, qb, V0, qd, A0, qdd, a_g = _inputs(model, batch, v, a)
-    B, nvb = qb.shape[0], model.nb + 6 * floating
-    tau = np.zeros((B, nvb))
-    dq, dv, Mm = np.zeros((B, nvb, nvb)), np.zeros((B, nvb, nvb)), np.zeros((B, nvb, nvb))
-    _derivatives_batch(parent, Mh, S, J, J0, floating, qb, V0, qd, A0, np.ascontiguousarray(qdd), a_g,
-                       tau, dq, dv, Mm)
-    return _to_coordinates(model, dq, dv, Mm)  # type: ignore[return-value]
-
-
-def aba_derivatives_fast(model: Model, batch: Batch, v: np.ndarray, tau: np.ndarray
-                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Same result as the reference aba derivatives, (B, nv, nv) each."""
-    parent, Mh, S, J, J0, floating, qb, V0, qd, A0, _, a_g = _inputs(model, batch, v, None)
-    B, nvb = qb.shape[0], model.nb + 6 * floating
-    Pf = np.ascontiguousarray(body_map(model))
-    tau_b = np.zeros((B, nvb))
-    dq, dv, Mm = np.zeros((B, nvb, nvb)), np.zeros((B, nvb, nvb)), np.zeros((B, nvb, nvb))
-    ddq, Minv = np.zeros((B, model.nv)), np.zeros((B, model.nv, model.nv))
-    _aba_batch(parent, Mh, S, J, J0, floating, qb, V0, qd, A0, a_g, np.ascontiguousarray(tau), Pf,
-               tau_b, dq, dv, Mm, ddq, Minv)
-    dq, dv = _to_coordinates(model, dq, dv)
-    return -Minv @ dq, -Minv @ dv, Minv
-
-
-# ------------------------------------------------------------------------ single-sample path
-# One unbatched float64 sample skips the numpy glue: the kernel splits the vectors, applies the
-# mimic map, checks finiteness and the pose, and reports bad input so that the caller can let
-# checks.prepare raise its ValueError.
-
-_PACKS: "weakref.WeakKeyDictionary[Model, tuple]" = weakref.WeakKeyDictionary()
-
-
-def _pack(model: Model) -> tuple:
-    pack = _PACKS.get(model)
-    if pack is None:
-        c = np.ascontiguousarray
-        pack = (c(model.parent), c(model.M), c(model.S), c(model.J), c(model.J_base), bool(model.floating_base),
-                c(body_map(model)), c(model.q_offset), c(model.gravity), bool(model.has_mimic))
-        _PACKS[model] = pack
-    return pack
-
-
-@nb.njit(**_JIT)
-def _finite(x):
-    for e in x.ravel():
-        if not np.isfinite(e):
-            return False
-    return True
-
-
-@nb.njit(**_JIT)
-def _is_pose(T):
-    for r in range(3):
-        for c in range(3):
-            acc = T[r, 0] * T[c, 0] + T[r, 1] * T[c, 1] + T[r, 2] * T[c, 2]
-            if abs(acc - (1.0 if r == c else 0.0)) > 1e-6:
-                return False
-    det = (T[0, 0] * (T[1, 1] * T[2, 2] - T[1, 2] * T[2, 1]) - T[0, 1] * (T[1, 0] * T[2, 2] - T[1, 2] * T[2, 0])
-           + T[0, 2] * (T[1, 0] * T[2, 1] - T[1, 1] * T[2, 0]))
-    return det > 0 and T[3, 0] == 0.0 and T[3, 1] == 0.0 and T[3, 2] == 0.0 and T[3, 3] == 1.0
-
-
-@nb.njit(**_JIT)
-def _single(parent, Mh, S, J, J0, floating, Pf, q_off, grav, mimic, q, v, x, T, forward):
-    """rnea (forward=False, x = a) or aba (forward=True, x = tau) derivatives of one sample.
-
-    Returns (ok, dq, dv, third) in generalized coordinates; ok is False for non-finite input or a
-    base pose outside SE(3).
-    """
-    nvb = Pf.shape[0]
-    o = 6 if floating else 0
-    dq = np.zeros((nvb, nvb))
-    dv = np.zeros((nvb, nvb))
-    Mm = np.zeros((nvb, nvb))
-    if not (_finite(q) and _finite(v) and _finite(x) and _finite(T) and (not floating or _is_pose(T))):
-        return False, dq, dv, Mm
-    n = parent.shape[0]
-    qb = Pf[o:, o:] @ q + q_off
-    vb = Pf @ v
-    a_g = np.zeros(6)
-    for r in range(3):
-        a_g[3 + r] = -(T[0, r] * grav[0] + T[1, r] * grav[1] + T[2, r] * grav[2])
-    V0 = np.zeros(6)
-    A0 = a_g.copy()
-    if floating:
-        V0[:] = vb[:6]
-    tau = np.zeros(nvb)
-    if forward:
-        _derivatives_one(parent, Mh, S, J, J0, floating, qb, V0, vb[o:], A0, np.zeros(n), tau, dq, dv, Mm)
-        Mc = Pf.T @ Mm @ Pf
-        Li = np.linalg.inv(np.linalg.cholesky(Mc))
-        Minv = Li.T @ Li
-        acc = Pf @ (Minv @ (x - Pf.T @ tau))
-    else:
-        acc = Pf @ x
-    if floating:
-        A0 += acc[:6]
-    _derivatives_one(parent, Mh, S, J, J0, floating, qb, V0, vb[o:], A0, acc[o:].copy(), tau, dq, dv, Mm)
-    if floating:
-        _base_pose_columns(Mm, a_g, dq)
-    if mimic:
-        dq, dv, Mm = Pf.T @ dq @ Pf, Pf.T @ dv @ Pf, Pf.T @ Mm @ Pf
-    if forward:
-        return True, -Minv @ dq, -Minv @ dv, Minv
-    return True, dq, dv, Mm
-
-
-def is_single_sample(model: Model, q, v, x, base_pose) -> bool:
-    """Plain unbatched float64 ndarrays of the right lengths (and a 4x4 pose for a floating base)."""
-    for arr, length in ((q, model.n), (v, model.nv), (x, model.nv)):
-        if type(arr) is not np.ndarray or arr.dtype != np.float64 or arr.shape != (length,):
-            return False
-    if model.floating_base:
-        return type(base_pose) is np.ndarray and base_pose.dtype == np.float64 and base_pose.shape == (4, 4)
-    return base_pose is None
-
-
-_EYE4 = np.eye(4)
-
-
-def derivatives_single(model: Model, q: np.ndarray, v: np.ndarray, x: np.ndarray, base_pose, forward: bool):
-    """(dq, dv, M or M^-1) of one sample, or None when the input is bad (let prepare explain)."""
-    T = _EYE4 if base_pose is None else np.ascontiguousarray(base_pose)
-    ok, dq, dv, third = _single(*_pack(model), np.ascontiguousarray(q), np.ascontiguousarray(v),
-                                np.ascontiguousarray(x), T, forward)
-    return (dq, dv, third) if ok else None
+    out = derivatives_batch(model, batch, v, a, False)
+    return out[:, 0], out[:, 1], out[:, 2]
