@@ -456,6 +456,28 @@ def test_fast_equals_reference_and_identities(name):
     assert rel_err(taus[0], reference.gravity(model, q, **kw)) < 1e-12 and np.abs(taus[1]).max() < 1e-12
 
 
+@pytest.mark.parametrize("name", ["tree", "tree_mimic", "tree_float", "tree_float_mimic", "solo12"])
+@pytest.mark.parametrize("batch", [(), (2, 3)])
+def test_fast_time_derivatives_equal_reference(name, batch):
+    """The numba kernels of rnea/aba_time_derivatives give the numbers of the readable recursions."""
+    model = model_of(name)
+    rng = np.random.default_rng(11)
+    q, _, _, T = random_state(model, rng, batch)
+    kw = {"base_pose": T} if model.floating_base else {}
+    r = 4
+    v_derivs = list(rng.normal(size=(r + 2,) + batch + (model.nv,)) * 0.5)
+    fast = core.rnea_time_derivatives(model, q, v_derivs, **kw)
+    ref = core.rnea_time_derivatives(model, q, v_derivs, fast=False, **kw)
+    assert len(fast) == r + 1
+    for x, y in zip(fast, ref):
+        assert x.shape == batch + (model.nv,) and rel_err(x, y) < 1e-12
+    acc = core.aba_time_derivatives(model, q, v_derivs[0], ref, **kw)
+    acc_ref = core.aba_time_derivatives(model, q, v_derivs[0], ref, fast=False, **kw)
+    for k, (x, y) in enumerate(zip(acc, acc_ref)):
+        assert x.shape == batch + (model.nv,) and rel_err(x, y) < 1e-9, k
+        assert rel_err(x, v_derivs[k + 1]) < 1e-8, k  # solo12: light legs, M ill-conditioned
+
+
 def test_bad_inputs_raise_clear_errors():
     model = model_of("tree_float")
     q, v, a, T = random_state(model, np.random.default_rng(10))
