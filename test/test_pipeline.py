@@ -23,7 +23,9 @@ from liedyn_ros.pipeline import (
     AccelerationEstimator,
     AccelerationSource,
     DynamicsPipeline,
+    BaseState,
     JointSample,
+    JointStateArrays,
     JointStateDecoder,
     MessageClasses,
     OutputMessageFactory,
@@ -32,6 +34,7 @@ from liedyn_ros.pipeline import (
     command_indices,
     compute_outputs,
     estimate_accelerations,
+    pair_odometry,
 )
 
 # example-robot-data ships its URDFs in the cmeel prefix of site-packages.
@@ -181,6 +184,54 @@ def test_bad_samples_are_skipped_with_reason(arm: Any, make_js: MakeJS, mutate: 
     assert pipe.stats.skipped == {reason: 1}
     assert pipe.stats.published == 0
     assert len(log.lines) == 1 and reason.value in log.lines[0]
+
+
+def test_decode_arrays_equals_decode_per_message(arm: Any, make_js: MakeJS) -> None:
+    """A chunk decoded at once gives the rows decode() gives one by one, NaN rows flagged."""
+    decoder = JointStateDecoder(arm)
+    names = list(reversed(ARM)) + ["gripper"]
+    rows = RNG.uniform(-2, 2, (40, 3, len(names)))
+    rows[5, 0, 2] = np.nan     # position of a model joint
+    rows[9, 2, 0] = np.inf     # effort of a model joint
+    rows[12, 1, -1] = np.nan   # velocity of the extra joint: not a reason to skip
+    stamps = 10**9 + 2_000_000 * np.arange(40)
+    arrays = JointStateArrays(tuple(names), stamps, ("base",) * 40, rows[:, 0], rows[:, 1], rows[:, 2])
+    block = decoder.decode_arrays(arrays)
+    assert not isinstance(block, SkipReason) and block.effort is not None
+    assert np.flatnonzero(~block.finite).tolist() == [5, 9]
+    for i in range(40):
+        one = decoder.decode(make_js(int(stamps[i]), names, rows[i, 0], rows[i, 1], rows[i, 2]))
+        if i in (5, 9):
+            assert one is SkipReason.NAN
+            continue
+        assert isinstance(one, JointSample) and one.effort is not None
+        assert one.stamp_ns == block.stamp_ns[i]
+        np.testing.assert_array_equal(block.q[i], one.q)
+        np.testing.assert_array_equal(block.qd[i], one.qd)
+        np.testing.assert_array_equal(block.effort[i], one.effort)
+    np.testing.assert_array_equal(block.q, rows[:, 0, 6::-1])  # model order = reversed names
+
+
+def test_decode_arrays_skips_a_whole_chunk_for_name_or_length_problems(arm: Any) -> None:
+    decoder = JointStateDecoder(arm)
+    z = lambda m: np.zeros((4, m))  # noqa: E731
+    stamps = np.arange(4)
+    chunk = lambda names, p, v, e: JointStateArrays(tuple(names), stamps, ("",) * 4, z(p), z(v), z(e))  # noqa: E731
+    assert decoder.decode_arrays(chunk(ARM[1:], 6, 6, 6)) is SkipReason.MISSING_JOINT
+    assert decoder.decode_arrays(chunk(ARM, 7, 6, 7)) is SkipReason.LENGTH_MISMATCH
+    assert decoder.decode_arrays(chunk(ARM, 7, 0, 7)) is SkipReason.MISSING_VELOCITY
+    no_effort = decoder.decode_arrays(chunk(ARM, 7, 7, 0))
+    assert not isinstance(no_effort, SkipReason) and no_effort.effort is None and no_effort.finite.all()
+
+
+def test_pair_odometry_rule() -> None:
+    state = BaseState(10**9, "base", np.eye(4), np.zeros(6))
+    assert pair_odometry(10**9, None, 0.02) is SkipReason.NO_ODOMETRY
+    assert pair_odometry(10**9 + 20_000_000, state, 0.02) is state     # exactly odom_max_age later
+    assert pair_odometry(10**9 - 20_000_000, state, 0.02) is state     # odometry slightly ahead
+    assert pair_odometry(10**9 + 20_000_001, state, 0.02) is SkipReason.STALE_ODOMETRY
+    assert pair_odometry(10**9 - 20_000_001, state, 0.02) is SkipReason.STALE_ODOMETRY
+    assert pair_odometry(10**9 + 90_000_000, state, 0.1) is state
 
 
 def test_missing_joint_warning_names_the_joint_and_is_rate_limited(arm: Any) -> None:
