@@ -280,7 +280,7 @@ class JointStateDecoder:
         if n_velocity != n_names:
             return SkipReason.LENGTH_MISMATCH
         q, qd = arrays.position[:, idx], arrays.velocity[:, idx]
-        finite = np.isfinite(q).all(axis=1) & np.isfinite(qd).all(axis=1)
+        finite = np.asarray(np.isfinite(q).all(axis=1) & np.isfinite(qd).all(axis=1), dtype=np.bool_)
         effort = None
         if n_effort:
             effort = arrays.effort[:, idx]

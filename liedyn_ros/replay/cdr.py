@@ -35,7 +35,7 @@ CDR_LE = b"\x00\x01"
 _BODY = 4  # encapsulation header size; alignment counts from here
 _STAMP = slice(4, 12)  # header.stamp: int32 sec, uint32 nanosec
 
-Deserialize = Callable[[bytes], Any]
+Deserialize = Callable[["bytes | memoryview"], Any]
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ class JointStateReader:
         failed: list[int] = []
         for size in np.unique(sizes):
             rows = np.flatnonzero(sizes == size)
-            buf = np.frombuffer(b"".join(datas[i] for i in rows), dtype=np.uint8).reshape(len(rows), size)
+            buf = np.frombuffer(b"".join(datas[i] for i in rows.tolist()), dtype=np.uint8).reshape(len(rows), size)
             todo = np.ones(len(rows), dtype=bool)
             while todo.any():
                 first = int(np.argmax(todo))

@@ -53,7 +53,7 @@ def _format_block(stamps: NDArray[np.int64], values: NDArray[np.float64], out: N
 
 
 @numba.njit(cache=True)
-def _write_digits(out: NDArray[np.uint8], pos: int, value: int, count: int) -> int:
+def _write_digits(out: NDArray[np.uint8], pos: int, value: int | np.uint64, count: int) -> int:
     """Exactly `count` decimal digits of non-negative `value`, most significant first.
     Unsigned arithmetic: numba's signed // and % carry Python's floor semantics, four
     times slower here."""

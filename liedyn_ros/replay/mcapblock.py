@@ -79,7 +79,7 @@ class BlockMcapStorage(McapWriter):
         chunk.message_start_time = min(start, chunk.message_start_time)
         chunk.message_end_time = max(end, chunk.message_end_time)
         offsets = chunk.bio.tell() + records.shape[1] * np.arange(len(records), dtype=np.int64)
-        chunk.bio.write(memoryview(records).cast("B"))
+        chunk.bio.write(records.tobytes())
         self.channel_stats[channel_id] += len(records)
         self._index.setdefault(channel_id, []).append((np.asarray(log_times, dtype=np.int64), offsets))
         if chunk.bio.tell() > CHUNK_SIZE:

@@ -76,7 +76,7 @@ class TemplateEncoder:
         return self._layouts[frame]
 
     def _probe(self, frame: str) -> tuple[NDArray[np.uint8], NDArray[np.intp]] | None:
-        probe = 1.0 + np.pi * 1e-3 + 0.1 * np.arange(self.k)
+        probe = 1.0 + np.pi * 1e-3 + 0.1 * np.arange(self.k, dtype=np.float64)
         stamp = 1_234_567_890 * NS_PER_S + 987_654_321
         raw = self.serialize(self.build(stamp, frame, probe))
         if raw[:2] != b"\x00\x01" or raw[4:12] != struct.pack("<iI", *divmod(stamp, NS_PER_S)):
@@ -86,7 +86,7 @@ class TemplateEncoder:
             return None
         template = np.frombuffer(raw, dtype=np.uint8).copy()
         # Prove the patch on a second, different message before trusting it.
-        check_vals = -2.5 - 0.37 * np.arange(self.k)
+        check_vals = -2.5 - 0.37 * np.arange(self.k, dtype=np.float64)
         check_stamp = 42 * NS_PER_S + 7
         expected = self.serialize(self.build(check_stamp, frame, check_vals))
         patched = _patch(template, offsets, np.array([check_stamp]), check_vals[None, :])[0]

@@ -157,7 +157,7 @@ def _stream(stream: SampleStream, model: Any, options: ReplayOptions, writer: Ou
 
     def process(block: SampleBlock, accel: NDArray[np.float64]) -> None:
         nonlocal dropped
-        ok = np.isfinite(accel).all(axis=1)
+        ok = np.asarray(np.isfinite(accel).all(axis=1), dtype=np.bool_)
         if not ok.all():  # an isolated sample between gaps has no derivative
             dropped += int((~ok).sum())
             block, accel = block.slice_rows(ok), accel[ok]
