@@ -155,7 +155,7 @@ class JointStateReader:
     def _agrees(self, data: bytes, layout: JointStateLayout) -> bool:
         """Whether the vectorised read of `data` equals rosbags' (bit for bit, NaN included)."""
         try:
-            expected = JointStateArrays.from_message(self.deserialize(data))
+            expected = _chunk_of_one(self.deserialize(data))
         except Exception:  # noqa: BLE001 - rosbags disagrees with the parse: do not trust it
             return False
         got = _gather(np.frombuffer(data, dtype=np.uint8)[None, :], layout)
@@ -171,9 +171,16 @@ class JointStateReader:
 
     def _one_by_one(self, data: bytes | memoryview) -> JointStateArrays | None:
         try:
-            return JointStateArrays.from_message(self.deserialize(data))
+            return _chunk_of_one(self.deserialize(data))
         except Exception:  # noqa: BLE001 - a corrupt message is skipped and counted
             return None
+
+
+def _chunk_of_one(msg: Any) -> JointStateArrays:
+    """A message object as a chunk of one (from_message gives no leading dimension)."""
+    one = JointStateArrays.from_message(msg)
+    return one._replace(stamp_ns=one.stamp_ns[None], position=one.position[None, :],
+                        velocity=one.velocity[None, :], effort=one.effort[None, :])
 
 
 def _gather(buf: NDArray[np.uint8], layout: JointStateLayout) -> JointStateArrays:
