@@ -3,10 +3,11 @@
 Data flow, one block of `chunk_size` joint samples at a time::
 
     BagSet.messages            merged raw messages of the input topics (bagio)
-    SampleStream.blocks        pipeline JointStateDecoder + effort/odometry alignment (samples)
+    SampleStream.blocks        CDR chunk reading (cdr), pipeline JointStateDecoder.decode_arrays,
+                               effort/odometry alignment (samples)
     StreamingDifferentiator    Savitzky-Golay acceleration estimate (accel)
     pipeline.compute_outputs   RNEA, gravity, ABA, batched
-    OutputWriter.write         /liedyn/... mcap bag and CSV (outputs)
+    OutputWriter.write         /liedyn/... mcap bag (outputs, mcapblock) and CSV (csvfmt)
     ResidualSummary, PlotRecorder
 """
 
@@ -193,5 +194,6 @@ def _progress_bar(stream: SampleStream, options: ReplayOptions) -> Any:
         return None
     from tqdm import tqdm
 
-    total = stream.bags.message_count(stream.topic_names())
-    return tqdm(total=total or None, unit="msg", desc="replay", mininterval=0.5, leave=False)
+    # The stream reports progress in joint states, a chunk at a time.
+    total = stream.bags.message_count([stream.topics.joint_states])
+    return tqdm(total=total or None, unit="sample", desc="replay", mininterval=0.5, leave=False)

@@ -1,8 +1,10 @@
 """Turning bag messages into blocks of joint samples, through the shared pipeline.
 
 The pipeline's `JointStateDecoder` does all name matching and checking, and its
-`pair_odometry` pairs odometry; this module only adds what exists offline: measured torques from a separate effort topic aligned by receive
-time, odometry pairing for a floating base, and collecting samples into numpy blocks.
+`pair_odometry` pairs each joint state with odometry (the node's rule); this module only
+adds what exists offline: reading whole chunks of joint states from their CDR bytes (cdr),
+measured torques from a separate effort topic aligned by receive time, and collecting
+samples into numpy blocks.
 """
 
 from __future__ import annotations
