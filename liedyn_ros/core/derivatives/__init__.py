@@ -9,7 +9,8 @@
 For a floating base the q-derivative has 6 + n columns: the first six are along the body-frame
 perturbation T_world_base exp([xi]), xi = (omega, v). Readable references live in
 `first_order` (Kim Table 5) and `time_derivatives` (Leibniz-rule recursions, Ali et al.); the
-numba kernels in `fast` give the same numbers.
+numba kernels in `fast` and `time_fast` give the same numbers and run by default (fast=False
+selects the references).
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from ..reference.hybrid import _mask, hybrid_batch
 from . import first_order
 from .fast import derivatives_batch, derivatives_one, rnea_derivatives_fast, workspace_of
 from .time_derivatives import aba_time_derivatives_batch, rnea_time_derivatives_batch
-from .time_fast import aba_time_many, rnea_time_many
+from .time_fast import aba_time_many, aba_time_one, rnea_time_many, rnea_time_one
 
 __all__ = [
     "rnea_derivatives",
@@ -109,7 +109,10 @@ def rnea_time_derivatives(model: Model, q, v_derivs: Sequence, *, base_pose=None
     fm = fast_model(model)
     vd = np.stack(batch.vectors, 1)
     out = np.empty((vd.shape[0], vd.shape[1] - 1, fm.nv))
-    rnea_time_many(fm.mf, fm.mi, batch.q, vd, batch.base_pose, out)
+    if len(vd) == 1:
+        rnea_time_one(fm.mf, fm.mi, batch.q[0], vd[0], batch.base_pose[0], out[0])
+    else:
+        rnea_time_many(fm.mf, fm.mi, batch.q, vd, batch.base_pose, out)
     return [batch.restore(out[:, k]) for k in range(out.shape[1])]
 
 
@@ -125,7 +128,11 @@ def aba_time_derivatives(model: Model, q, v, tau_derivs: Sequence, *, base_pose=
         fm = fast_model(model)
         td = np.stack(taus, 1)
         out = np.empty_like(td)
-        if aba_time_many(fm.mf, fm.mi, batch.q, v_, td, batch.base_pose, out) == OK:
+        if len(td) == 1:
+            status = aba_time_one(fm.mf, fm.mi, batch.q[0], v_[0], td[0], batch.base_pose[0], out[0])
+        else:
+            status = aba_time_many(fm.mf, fm.mi, batch.q, v_, td, batch.base_pose, out)
+        if status == OK:
             return [batch.restore(out[:, k]) for k in range(out.shape[1])]
     return [batch.restore(x) for x in aba_time_derivatives_batch(model, batch, v_, taus)]
 

@@ -82,6 +82,13 @@ def mat6T_vec(A, x, out):
 
 
 @ijit
+def rows_dot(X, i, Y, j):
+    """X[i] . Y[j] for (n, 6) arrays, by index: the pair loop would otherwise build two row views per product."""
+    return (X[i, 0] * Y[j, 0] + X[i, 1] * Y[j, 1] + X[i, 2] * Y[j, 2] + X[i, 3] * Y[j, 3] + X[i, 4] * Y[j, 4]
+            + X[i, 5] * Y[j, 5])
+
+
+@ijit
 def inertia_to_root(mf, i, R, p, out):
     """out = Ad_{T^-1}^T J_i Ad_{T^-1} for T = (R, p), by the (m, h, I_o) form of the module docstring."""
     o = INERTIA
@@ -119,11 +126,15 @@ def inertia_to_root(mf, i, R, p, out):
 @ijit
 def times_ad(I, V, K):
     """K = I ad_V: row r is (I_{r,w} x w + I_{r,v} x v, I_{r,v} x w)."""
-    for r in range(6):
-        K[r, :] = 0.0
-        cross_add(I[r, 0:3], V[0:3], K[r, 0:3], 1.0)
-        cross_add(I[r, 3:6], V[3:6], K[r, 0:3], 1.0)
-        cross_add(I[r, 3:6], V[0:3], K[r, 3:6], 1.0)
+    w0, w1, w2, v0, v1, v2 = V[0], V[1], V[2], V[3], V[4], V[5]
+    for r in range(6):  # scalars, not row slices: a slice per cross product costs more than its six products
+        x0, x1, x2, y0, y1, y2 = I[r, 0], I[r, 1], I[r, 2], I[r, 3], I[r, 4], I[r, 5]
+        K[r, 0] = x1 * w2 - x2 * w1 + y1 * v2 - y2 * v1
+        K[r, 1] = x2 * w0 - x0 * w2 + y2 * v0 - y0 * v2
+        K[r, 2] = x0 * w1 - x1 * w0 + y0 * v1 - y1 * v0
+        K[r, 3] = y1 * w2 - y2 * w1
+        K[r, 4] = y2 * w0 - y0 * w2
+        K[r, 5] = y0 * w1 - y1 * w0
 
 
 @ijit
@@ -329,11 +340,11 @@ def columns(mf, mi, s, a, b, y, z, Uq, Uv, V, A, Fc, Ic, Bc, M, dq, dv, K, tmp):
         j = i
         while j >= 0:  # j: i itself, then its ancestors
             cj, w = base + mi[j, COORD], wi * mf[j, MULT]
-            dq[ci, cj] += w * (dot6(a[i], z[j]) - dot6(b[i], y[j]))
-            dv[ci, cj] += w * (2.0 * dot6(a[i], y[j]) - dot6(b[i], s[j]))
+            dq[ci, cj] += w * (rows_dot(a, i, z, j) - rows_dot(b, i, y, j))
+            dv[ci, cj] += w * (2.0 * rows_dot(a, i, y, j) - rows_dot(b, i, s, j))
             if j != i:
-                dq[cj, ci] += w * dot6(s[j], Uq[i])
-                dv[cj, ci] += w * dot6(s[j], Uv[i])
+                dq[cj, ci] += w * rows_dot(s, j, Uq, i)
+                dv[cj, ci] += w * rows_dot(s, j, Uv, i)
             j = mi[j, PARENT]
         for r in range(base):
             dq[r, ci] += wi * Uq[i, r]

@@ -30,7 +30,7 @@ from ..fast.spatial import bracket, coadjoint_bias, congruence_to_parent, dot6, 
     joint_transform, pjit
 from .fast import cholesky, cholesky_solve_columns, mat6_vec, mat6T_vec
 
-__all__ = ["time_workspace", "rnea_time_many", "aba_time_many"]
+__all__ = ["time_workspace", "rnea_time_one", "aba_time_one", "rnea_time_many", "aba_time_many"]
 
 # S^T J^ S below this fraction of the largest inertia entry counts as singular (as the reference).
 SINGULAR_TOL = 1e-12
@@ -365,6 +365,20 @@ def aba_time_sample(mf, mi, ws, q, v, taus, T, out):
             for i in range(nb):
                 out[k, base + mi[i, COORD]] = qd[k + 1, i]
     return OK
+
+
+@jit
+def rnea_time_one(mf, mi, q, vd, T, out):
+    """One sample, serial: a parallel kernel's thread start-up would cost more than the sample."""
+    nb, n, nv = sizes(mi)
+    return rnea_time_sample(mf, mi, np.empty(time_workspace(nb, nv, vd.shape[0])), q, vd, T, out)
+
+
+@jit
+def aba_time_one(mf, mi, q, v, taus, T, out):
+    """One sample, serial (see rnea_time_one)."""
+    nb, n, nv = sizes(mi)
+    return aba_time_sample(mf, mi, np.empty(time_workspace(nb, nv, taus.shape[0] + 1)), q, v, taus, T, out)
 
 
 @pjit
