@@ -225,7 +225,9 @@ def _pick(frames: tuple[str, ...], rows: NDArray[np.intp], writer: OutputWriter,
     """Header frame ids: the joint state's for joint outputs, the base frame for base ones."""
     if ch.name in (pipeline.TOPIC_BASE_WRENCH, pipeline.TOPIC_BASE_ACCELERATION):
         return (writer.base_frame,) * len(rows)
-    return tuple(frames[i] for i in rows)
+    if len(rows) == len(frames):  # every row (rows are increasing): no per-row copy
+        return frames
+    return tuple(frames[i] for i in rows.tolist())
 
 
 def _velocity_columns(model: Any) -> tuple[str, ...]:

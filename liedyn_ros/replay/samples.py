@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -260,10 +260,9 @@ class SampleStream:
             self._odom = state
 
 
-@dataclass(frozen=True)
-class _Pending:
+class _Pending(NamedTuple):
     """A joint state waiting for its chunk, with the effort command and odometry that were
-    the latest when it was received."""
+    the latest when it was received. (A NamedTuple: one is built per message.)"""
 
     raw: RawMessage
     effort: tuple[int, NDArray[np.float64]] | None
