@@ -235,3 +235,33 @@ def test_block_writer_many_chunks_read_back_in_time_order(tmp_path):
     assert [topic for topic, _, _ in got[:3]] == ["/ff", "/g", "/acc"]
     assert sorted(got) == sorted(read(ref))
     assert (ours / "metadata.yaml").read_text() == (ref / "metadata.yaml").read_text()
+
+
+@pytest.mark.parametrize("bare_file", [False, True])
+def test_indexed_mcap_reader_yields_what_rosbags_yields(tmp_path, bare_file):
+    """Several overlapping chunks (messages written channel by channel), three topics."""
+    from rosbags.rosbag2 import Reader
+
+    from liedyn_ros.replay.bagio import BagSet, IndexedMcapReader
+
+    ts = get_typestore(Stores.ROS2_HUMBLE)
+    path = tmp_path / "bag"
+    n = 6_000
+    times = 10**18 + 1_000_000 * np.arange(n, dtype=np.int64)
+    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as w:
+        conns = [w.add_connection(t, "std_msgs/msg/String", typestore=ts) for t in ("/a", "/b", "/c")]
+        for begin in range(0, n, 2_500):
+            for k, conn in enumerate(conns):
+                for t, p in zip(times[begin : begin + 2_500].tolist(), string_payloads(min(2_500, n - begin), 100 + 40 * k, begin + k)):
+                    w.write(conn, t + (k == 2), p.tobytes())
+    source = path / "bag.mcap" if bare_file else path
+    with Reader(source) as reader:
+        expected = [(c.topic, t, bytes(d)) for c, t, d in reader.messages()]
+        assert len(reader.storage.chunks if bare_file else reader.storage.storages[0].chunks) >= 3
+    with BagSet([source]) as bags:
+        storage = bags.bags[0].reader.storage
+        mcap = storage if bare_file else storage.storages[0]
+        assert type(mcap) is IndexedMcapReader
+        got = [(m.topic, m.receive_ns, bytes(m.data)) for m in bags.messages(["/a", "/b", "/c"])]
+        assert [(m.topic, m.receive_ns) for m in bags.messages(["/b"])] == [(t, s) for t, s, _ in expected if t == "/b"]
+    assert got == expected

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import struct
+from operator import itemgetter
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from io import BytesIO
@@ -20,6 +21,7 @@ from rosbags.interfaces import Connection, ConnectionExtRosbag2, MessageDefiniti
 from rosbags.rosbag1 import Reader as Reader1
 from rosbags.rosbag2 import Reader as Reader2
 from rosbags.rosbag2.errors import ReaderError as Reader2Error
+from rosbags.rosbag2.reader import DirectoryReader
 from rosbags.rosbag2.storage_mcap import (
     McapReader,
     Schema,
@@ -191,6 +193,63 @@ class SalvageMcapReader(McapReader):
         return ((wanted[cid], t, data) for t, cid, data in found)
 
 
+_MESSAGE = struct.Struct("<HIQ")  # Message record after opcode and length: channel, sequence, log time
+
+
+class IndexedMcapReader(McapReader):
+    """rosbags' MCAP reader with a leaner message loop for indexed files (the usual case).
+
+    rosbags walks each chunk through a BytesIO with three reads and a NamedTuple per
+    message, about 3 us a message and the largest Python cost left in the replay. Here a
+    chunk is decompressed once and its records are walked with `struct.unpack_from` on the
+    bytes. As in rosbags, chunks are merged by log time, each one decompressed only when the
+    merge reaches its start time (a sentinel comes first), so memory stays bounded.
+    """
+
+    def messages(self, connections: Any, start: int | None = None, stop: int | None = None) -> Any:
+        if not self.chunks or start is not None or stop is not None:
+            yield from super().messages(connections, start, stop)
+            return
+        wanted = {c.id: c for c in connections}
+        sources = [self._chunk_messages(chunk, wanted) for chunk in self.chunks
+                   if any(chunk.channel_count.get(cid, 0) for cid in wanted)]
+        # Ties in log time between chunks go by chunk offset (never equal), as in rosbags.
+        for log_time, _, conn, data in heapq.merge(*sources):
+            if conn is not None:
+                yield conn, log_time, data
+
+    def _chunk_messages(self, chunk: Any, wanted: dict[int, Connection]) -> Iterator[tuple[int, int, Connection | None, bytes]]:
+        yield chunk.message_start_time, 0, None, b""
+        assert self.bio
+        self.bio.seek(chunk.chunk_start_offset + 9 + 24)  # record header, 3 uint64 -> CRC
+        (crc,) = struct.unpack("<I", self.bio.read(4))
+        self.bio.seek(chunk.chunk_start_offset + 9 + 40 + len(chunk.compression))
+        data = decompress(self.bio.read(chunk.compressed_size), chunk.compression, chunk.uncompressed_size, crc)
+        found = []
+        pos, end = 0, len(data)
+        while pos < end:
+            length = int.from_bytes(data[pos + 1 : pos + 9], "little")
+            if data[pos] == 0x05:  # Message
+                cid, _, log_time = _MESSAGE.unpack_from(data, pos + 9)
+                conn = wanted.get(cid)
+                if conn is not None:
+                    found.append((log_time, chunk.chunk_start_offset, conn, data[pos + 31 : pos + 9 + length]))
+            pos += 9 + length
+        found.sort(key=itemgetter(0))  # stable: equal log times keep the file order
+        yield from found
+
+
+def _indexed_mcap(reader: Reader2) -> Reader2:
+    """`reader` (not yet open) reading its MCAP storage through `IndexedMcapReader`; the
+    override is per instance, rosbags itself is left alone."""
+    storage = reader.storage
+    if isinstance(storage, DirectoryReader):
+        storage.STORAGE_PLUGINS = {**DirectoryReader.STORAGE_PLUGINS, "mcap": IndexedMcapReader}  # type: ignore[misc]
+    elif type(storage) is McapReader:
+        reader.storage = IndexedMcapReader(storage.path)
+    return reader
+
+
 def _mcap_records(data: bytes, pos: int, end: int | None = None) -> Iterator[tuple[int, bytes]]:
     """(opcode, body) of every complete record from `pos`; descends into chunks, and into
     the complete part of a cut uncompressed chunk."""
@@ -231,7 +290,7 @@ def _single_mcap(path: Path) -> Path | None:
 def _open_reader(path: Path, is_ros1: bool) -> tuple[Reader1 | Reader2, str | None]:
     """An open reader, and a problem note when only a salvage read was possible."""
     try:
-        reader: Reader1 | Reader2 = Reader1(path) if is_ros1 else Reader2(_storage_path(path))
+        reader: Reader1 | Reader2 = Reader1(path) if is_ros1 else _indexed_mcap(Reader2(_storage_path(path)))
         reader.open()
         return reader, None
     except ReplayError:
