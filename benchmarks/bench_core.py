@@ -1,6 +1,7 @@
 """Our compiled dynamics against Pinocchio, measured in the same run.
 
-Per call on the Panda (timeit, best of many repeats) and per sample for a batch of 10,000
+Per call on the Panda (taking turns with Pinocchio in short bursts, best of many rounds, so that
+the load of a shared machine reaches both alike) and per sample for a batch of 10,000
 against Pinocchio's 2-thread `rneaInParallel` / `abaInParallel`; then the same for Talos
 (reduced, floating base; Pinocchio with a free-flyer root). Goals: per call <= 1.5x, batch <= 1.0x.
 Run: python benchmarks/bench_core.py [--batch N] [--threads T]
@@ -25,20 +26,32 @@ ROBOT_FILES = {"panda": ("panda_description/urdf/panda.urdf", False),
                "talos reduced": ("talos_data/robots/talos_reduced.urdf", True)}
 
 
-def per_call(fn: Callable[[], object], number: int = 2000, repeat: int = 15) -> float:
-    """Best time of one call, in seconds."""
-    fn()
-    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
+def per_call(fns: list[Callable[[], object]], number: int = 1000, rounds: int = 30) -> list[float]:
+    """Best time of one call of each function, in seconds.
 
-
-def best_of(fn: Callable[[], object], repeat: int = 5) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
+    The functions take turns in short bursts, so that a load that comes and goes on a shared
+    machine reaches them alike; the minimum over the rounds is the figure.
+    """
+    for fn in fns:
         fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for k, fn in enumerate(fns):
+            best[k] = min(best[k], timeit.timeit(fn, number=number) / number)
+    return best
+
+
+def best_of(fns: list[Callable[[], object]], repeat: int = 7) -> list[float]:
+    """Best time of one call of each function, in seconds, taking turns like per_call."""
+    for fn in fns:
+        fn()
+    best = [float("inf")] * len(fns)
+    for _ in range(repeat):
+        for k, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            best[k] = min(best[k], time.perf_counter() - t0)
+    return best
 
 
 def row(name: str, ours: float, theirs: float | None, unit: float = 1e-6) -> str:
@@ -78,12 +91,16 @@ def bench_robot(label: str, batch: int, threads: int) -> None:
     ]
     mask = np.arange(model.nv) % 2 == 0
     for name, ours, theirs in cases:
+        if theirs is None:
+            print(row(name, per_call([ours])[0], None))
+            continue
         try:
-            t_theirs = per_call(theirs) if theirs is not None else None
+            theirs()
         except RuntimeError as exc:  # Pinocchio's aba refuses some models (mimic joints)
             print(f"  {name}: Pinocchio refused ({exc})")
-            t_theirs = None
-        print(row(name, per_call(ours), t_theirs))
+            print(row(name, per_call([ours])[0], None))
+            continue
+        print(row(name, *per_call([ours, theirs])))
 
     Q = rng.uniform(-1, 1, (batch, model.n))
     V, A = rng.normal(size=(2, batch, model.nv))
@@ -106,8 +123,8 @@ def bench_robot(label: str, batch: int, threads: int) -> None:
         ("coriolis_matrix", lambda: core.coriolis_matrix(model, Q, V), None),
     ]
     for name, ours, theirs in batch_cases:
-        t_theirs = best_of(theirs) / batch if theirs is not None else None
-        print(row(name, best_of(ours) / batch, t_theirs))
+        times = best_of([ours] + ([theirs] if theirs is not None else []))
+        print(row(name, *(t / batch for t in times), *([None] if theirs is None else [])))
 
 
 def main() -> None:

@@ -104,7 +104,10 @@ def prepare(model: Model, q, vectors: dict[str, object] | None = None, *, base_p
 
     def flat(x: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
         # Writeable as well as contiguous: the compiled kernels are built for writeable arrays only.
-        out = np.ascontiguousarray(np.broadcast_to(x, shape + tail).reshape((B,) + tail))
+        # An argument of the full shape is only reshaped (a view; broadcast_to would make it read-only).
+        if x.shape != shape + tail:
+            x = np.broadcast_to(x, shape + tail)
+        out = np.ascontiguousarray(x.reshape((B,) + tail))
         return out if out.flags.writeable else out.copy()
 
     f_body = f_base = None

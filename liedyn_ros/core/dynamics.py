@@ -15,10 +15,11 @@ import numpy as np
 from . import reference
 from .checks import Batch, prepare
 from .fast import OK, FastModel, fast_model
-from .fast.aba import hybrid_many, hybrid_one
-from .fast.coriolis import coriolis_many, coriolis_one
-from .fast.crba import mass_matrix_many, mass_matrix_one
-from .fast.rnea import gravity_one, rnea_many, rnea_one
+from .fast.aba import hybrid_many
+from .fast.coriolis import coriolis_many
+from .fast.crba import mass_matrix_many
+from .fast.entry import single
+from .fast.rnea import gravity_many, rnea_many
 from .model import Model
 from .reference.hybrid import _mask as check_prescribed
 
@@ -41,13 +42,13 @@ def rnea(model: Model, q, v, a, *, base_pose=None, f_ext=None) -> np.ndarray:
     if f_ext is None and (base_pose is None) != fm.floating:
         out = np.empty(fm.nv)
         try:
-            if rnea_one(fm.mf, fm.mi, fm.ws, q, v, a, fm.identity if base_pose is None else base_pose, out) == OK:
+            if single.rnea_one(fm.mf, fm.mi, q, v, a, fm.identity if base_pose is None else base_pose, out) == OK:
                 return out
         except TypeError:  # not single float64 vectors: the general path below
             pass
     batch = prepare(model, q, {"v": v, "a": a}, base_pose=base_pose, f_ext=f_ext)
     out = np.empty((batch.q.shape[0], fm.nv))
-    rnea_many(fm.mf, fm.mi, fm.ws.size, batch.q, *batch.vectors, batch.base_pose, *_forces(fm, batch), out)
+    rnea_many(fm.mf, fm.mi, fm.ws_size, batch.q, *batch.vectors, batch.base_pose, *_forces(fm, batch), out)
     return batch.restore(out)
 
 
@@ -57,14 +58,13 @@ def gravity(model: Model, q, *, base_pose=None) -> np.ndarray:
     if (base_pose is None) != fm.floating:
         out = np.empty(fm.nv)
         try:
-            if gravity_one(fm.mf, fm.mi, fm.ws, q, fm.identity if base_pose is None else base_pose, out) == OK:
+            if single.gravity_one(fm.mf, fm.mi, q, fm.identity if base_pose is None else base_pose, out) == OK:
                 return out
         except TypeError:
             pass
     batch = prepare(model, q, base_pose=base_pose)
-    zero = np.zeros((batch.q.shape[0], fm.nv))
-    out = np.empty_like(zero)
-    rnea_many(fm.mf, fm.mi, fm.ws.size, batch.q, zero, zero, batch.base_pose, fm.no_body_force, fm.no_base_force, out)
+    out = np.empty((batch.q.shape[0], fm.nv))
+    gravity_many(fm.mf, fm.mi, fm.ws_size, batch.q, batch.base_pose, out)
     return batch.restore(out)
 
 
@@ -77,13 +77,13 @@ def mass_matrix(model: Model, q, *, base_pose=None) -> np.ndarray:
     if base_pose is None or fm.floating:
         out = np.empty((fm.nv, fm.nv))
         try:
-            if mass_matrix_one(fm.mf, fm.mi, fm.ws, q, fm.identity if base_pose is None else base_pose, out) == OK:
+            if single.mass_matrix_one(fm.mf, fm.mi, q, fm.identity if base_pose is None else base_pose, out) == OK:
                 return out
         except TypeError:
             pass
     batch = prepare(model, q, base_pose=base_pose, needs_pose=False)
     out = np.empty((batch.q.shape[0], fm.nv, fm.nv))
-    mass_matrix_many(fm.mf, fm.mi, fm.ws.size, batch.q, out)
+    mass_matrix_many(fm.mf, fm.mi, fm.ws_size, batch.q, out)
     return batch.restore(out)
 
 
@@ -93,13 +93,13 @@ def coriolis_matrix(model: Model, q, v, *, base_pose=None) -> np.ndarray:
     if base_pose is None or fm.floating:
         out = np.empty((fm.nv, fm.nv))
         try:
-            if coriolis_one(fm.mf, fm.mi, fm.ws, q, v, fm.identity if base_pose is None else base_pose, out) == OK:
+            if single.coriolis_one(fm.mf, fm.mi, q, v, fm.identity if base_pose is None else base_pose, out) == OK:
                 return out
         except TypeError:
             pass
     batch = prepare(model, q, {"v": v}, base_pose=base_pose, needs_pose=False)
     out = np.empty((batch.q.shape[0], fm.nv, fm.nv))
-    coriolis_many(fm.mf, fm.mi, fm.ws.size, batch.q, *batch.vectors, out)
+    coriolis_many(fm.mf, fm.mi, fm.ws_size, batch.q, *batch.vectors, out)
     return batch.restore(out)
 
 
@@ -115,7 +115,7 @@ def hybrid(model: Model, q, v, a_or_tau, prescribed, *, base_pose=None, f_ext=No
     if f_ext is None and (base_pose is None) != fm.floating:
         tau, a = np.empty(fm.nv), np.empty(fm.nv)
         try:
-            if hybrid_one(fm.mf, fm.mi, fm.ws, q, v, a_or_tau, mask, fm.identity if base_pose is None else base_pose,
+            if single.hybrid_one(fm.mf, fm.mi, q, v, a_or_tau, mask, fm.identity if base_pose is None else base_pose,
                           tau, a) == OK:
                 return tau, a
         except TypeError:
@@ -133,7 +133,7 @@ def aba(model: Model, q, v, tau, *, base_pose=None, f_ext=None) -> np.ndarray:
     if f_ext is None and (base_pose is None) != fm.floating:
         tau_out, a = np.empty(fm.nv), np.empty(fm.nv)
         try:
-            if hybrid_one(fm.mf, fm.mi, fm.ws, q, v, tau, fm.free, fm.identity if base_pose is None else base_pose,
+            if single.hybrid_one(fm.mf, fm.mi, q, v, tau, fm.free, fm.identity if base_pose is None else base_pose,
                           tau_out, a) == OK:
                 return a
         except TypeError:
@@ -146,7 +146,7 @@ def _hybrid(model: Model, fm: FastModel, q, v, u, mask: np.ndarray, base_pose, f
     """hybrid (or aba) through the general path; the reference raises on a singular inertia."""
     batch = prepare(model, q, {"v": v, name: u}, base_pose=base_pose, f_ext=f_ext)
     tau, a = np.empty((2, batch.q.shape[0], fm.nv))
-    if hybrid_many(fm.mf, fm.mi, fm.ws.size, batch.q, *batch.vectors, mask, batch.base_pose, *_forces(fm, batch),
+    if hybrid_many(fm.mf, fm.mi, fm.ws_size, batch.q, *batch.vectors, mask, batch.base_pose, *_forces(fm, batch),
                    tau, a) != OK:
         tau, a = reference.hybrid(model, q, v, u, mask, base_pose=base_pose, f_ext=f_ext)
         return tau, a

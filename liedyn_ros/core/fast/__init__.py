@@ -7,7 +7,11 @@ the reference's precise ValueError.
 """
 from __future__ import annotations
 
-from .kinematics import BAD_INPUT, OK, SINGULAR
-from .layout import FastModel, fast_model
+from .entry import drop_stale_cache
+
+drop_stale_cache()  # before any kernel of this package (or one built on its steps) loads from the cache
+
+from .kinematics import BAD_INPUT, OK, SINGULAR  # noqa: E402
+from .layout import FastModel, fast_model  # noqa: E402
 
 __all__ = ["FastModel", "fast_model", "OK", "BAD_INPUT", "SINGULAR"]

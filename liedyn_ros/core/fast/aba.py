@@ -10,8 +10,17 @@ Forward:   a_i = Ad_{f_i^-1} dV_lambda + eta_i
   prescribed:  tau_i = U_i^T dV_i + S_i^T b^_i
            dV_i = a_i + S_i qdd_i
 A free floating base solves J^_0 dV_0 = F_0 - b^_0 by Cholesky; a prescribed one gives
-F_0 = J^_0 dV_0 + b^_0. Mimic joints and a partly prescribed base use M and the bias forces
-(`hybrid_dense`), like the reference.
+F_0 = J^_0 dV_0 + b^_0.
+
+Mimic joints stay in the recursion when all bodies a coordinate k drives (qdd_i = m_i qdd_k)
+hang from one parent: the group is one joint of the parent, with, in the parent's frame,
+    U_k = sum_i m_i Ad^T J^_i S_i,   D_k = sum_i m_i^2 S_i^T J^_i S_i,
+    u_k = tau_k - sum_i m_i (U_i^T eta_i + S_i^T b^_i),
+each body passing J^_i and b^_i + J^_i eta_i up whole and the parent taking
+Pi -= U_k U_k^T / D_k, beta += U_k u_k / D_k once (for one body per coordinate: the lines
+above, moved to the parent's frame by Ad^T). Forward, qdd_k = (u_k - U_k^T dV_lambda) / D_k and
+a prescribed tau_k = sum_i m_i (U_i^T dV_i + S_i^T b^_i). Other mimic layouts and a partly
+prescribed base use M and the bias forces (`hybrid_dense`), like the reference.
 """
 from __future__ import annotations
 
@@ -19,13 +28,12 @@ import numpy as np
 from numba import prange
 
 from .crba import mass_matrix_sample
-from .kinematics import BAD_INPUT, OK, SINGULAR, block, body_rate, body_velocities, chunk_bounds, \
-    inertias_block, inputs_valid, joint_transforms, load_inertias, parent_row, sizes, transforms_block, \
-    vectors_valid
-from .layout import COORD, SCALE, SCREW
+from .kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, chunk_bounds, inertias_block, \
+    inputs_valid, joint_transforms, load_inertias, parent_row, sizes, transforms_block, vectors_valid, workspace
+from .layout import COORD, FIRST, GROUPED, MULT, SCALE, SCREW
 from .rnea import rnea_sample
-from .spatial import body_inertia_times, cholesky_solve, coadjoint_bias, congruence_to_parent, gravity_in_base, \
-    dot6, jit, mat6_times, pjit, screw_dot, twist_to_child, wrench_to_parent
+from .spatial import body_inertia_times, cholesky_solve, coadjoint_bias, congruence_to_parent, dot6, \
+    gravity_in_base, ijit, jit, mat6_times, pjit, screw_dot, twist_to_child, wrench_to_parent
 
 # S^T J^ S below this fraction of the robot's largest inertia entry counts as singular (as the reference).
 SINGULAR_TOL = 1e-12
@@ -42,14 +50,14 @@ def hybrid_sample(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau, a)
         for r in range(6):
             count += prescribed[r]
         partial_base = 0 < count < 6
-    if nb != n or partial_base:
+    if not mf[nb, GROUPED] or partial_base:
         return hybrid_dense(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau, a)
     return hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau, a)
 
 
 @jit
 def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau, a):
-    """Kim Table 4 for one coordinate per body (mult 1, no offset); see the module docstring."""
+    """Kim Table 4 with coordinates grouped by parent; see the module docstring."""
     nb, n, nv = sizes(mi)
     base = nv - n
     R, p, o = transforms_block(ws, 0, nb)
@@ -57,12 +65,13 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
     eta, o = block(ws, o, nb + 1, 6)
     dV, o = block(ws, o, nb + 1, 6)
     bh, o = block(ws, o, nb + 1, 6)
-    U, o = block(ws, o, nb, 6)
-    D, o = block(ws, o, 1, nb)
-    uu, o = block(ws, o, 1, nb)
+    U, o = block(ws, o, nb, 6)  # U_i = J^_i S_i in {i}
+    Uk, o = block(ws, o, n, 6)  # U_k in the frame of its bodies' parent
+    Du, o = block(ws, o, 2, n)  # D_k and u_k
     Jh, o = inertias_block(ws, o, nb + 1)
     tmp, o = block(ws, o, 6, 6)
     x, o = block(ws, o, 2, 6)
+    D, uk = Du[0], Du[1]
     joint_transforms(mf, mi, q, R, p)
     for r in range(6):
         V[nb, r] = v[r] if base else 0.0
@@ -78,32 +87,36 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
                 bh[i, r] -= f_body[b, i, r]
         for r in range(6):
             bh[nb, r] -= f_base[b, r]
+    Uk[:, :] = 0.0
+    D[:] = 0.0
+    for k in range(n):
+        uk[k] = u[base + k]
 
     for i in range(nb - 1, -1, -1):
-        k = base + mi[i, COORD]
+        k, m = mi[i, COORD], mf[i, MULT]
         S = mf[i, SCREW:SCREW + 6]
         mat6_times(Jh[i], S, U[i])
         beta = x[0]
-        if prescribed[k]:
+        if prescribed[base + k]:
             for r in range(6):
-                x[1, r] = eta[i, r] + S[r] * u[k]
+                x[1, r] = eta[i, r] + S[r] * m * u[base + k]
             mat6_times(Jh[i], x[1], beta)
         else:
-            D[0, i] = screw_dot(mf, i, U[i])
-            if not D[0, i] > SINGULAR_TOL * mf[nb, SCALE]:
-                return SINGULAR
             mat6_times(Jh[i], eta[i], beta)
-            uu[0, i] = u[k] - (U[i, 0] * eta[i, 0] + U[i, 1] * eta[i, 1] + U[i, 2] * eta[i, 2] + U[i, 3] * eta[i, 3]
-                               + U[i, 4] * eta[i, 4] + U[i, 5] * eta[i, 5]) - screw_dot(mf, i, bh[i])
+            D[k] += m * m * screw_dot(mf, i, U[i])
+            uk[k] -= m * (dot6(U[i], eta[i]) + screw_dot(mf, i, bh[i]))
             for r in range(6):
-                beta[r] += U[i, r] * uu[0, i] / D[0, i]
-                for c in range(6):
-                    Jh[i, r, c] -= U[i, r] * U[i, c] / D[0, i]  # Jh[i] becomes Pi_i
+                x[1, r] = m * U[i, r]
+            wrench_to_parent(R[i], p[i], x[1], Uk[k])
         for r in range(6):
             beta[r] += bh[i, r]
         j = parent_row(mi, i)
         congruence_to_parent(R[i], p[i], Jh[i], Jh[j], tmp)
         wrench_to_parent(R[i], p[i], beta, bh[j])
+        if mf[i, FIRST] and not prescribed[base + k]:  # the last body of coordinate k's group
+            if not D[k] > SINGULAR_TOL * mf[nb, SCALE]:
+                return SINGULAR
+            articulate(Uk[k], D[k], uk[k], Jh[j], bh[j])
 
     gravity_in_base(mf, nb, T, x[1])  # g0 = (0, -R^T g)
     if not base:
@@ -124,19 +137,29 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
         a[r] = dV[nb, r] - x[1, r]
 
     for i in range(nb):
-        k = base + mi[i, COORD]
-        twist_to_child(R[i], p[i], dV[parent_row(mi, i)], dV[i])
-        if prescribed[k]:
-            a[k] = u[k]
-        else:
-            a[k] = (uu[0, i] - dot6(U[i], dV[i])) / D[0, i]
+        k, m = mi[i, COORD], mf[i, MULT]
+        j = parent_row(mi, i)
+        if mf[i, FIRST]:
+            if prescribed[base + k]:
+                a[base + k], tau[base + k] = u[base + k], 0.0
+            else:
+                a[base + k], tau[base + k] = (uk[k] - dot6(Uk[k], dV[j])) / D[k], u[base + k]
+        twist_to_child(R[i], p[i], dV[j], dV[i])
         for r in range(6):
-            dV[i, r] += eta[i, r] + mf[i, SCREW + r] * a[k]
-        if prescribed[k]:
-            tau[k] = dot6(U[i], dV[i]) + screw_dot(mf, i, bh[i])
-        else:
-            tau[k] = u[k]
+            dV[i, r] += eta[i, r] + mf[i, SCREW + r] * m * a[base + k]
+        if prescribed[base + k]:
+            tau[base + k] += m * (dot6(U[i], dV[i]) + screw_dot(mf, i, bh[i]))
     return OK
+
+
+@ijit
+def articulate(U, D, u, Pi, beta):
+    """Pi -= U U^T / D and beta += U u / D: a free joint's motion eliminated (Kim Table 3)."""
+    for r in range(6):
+        Ur = U[r] / D
+        beta[r] += Ur * u
+        for c in range(6):
+            Pi[r, c] -= Ur * U[c]
 
 
 @jit
@@ -184,11 +207,12 @@ def hybrid_dense(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau, a):
 
 
 @jit
-def hybrid_one(mf, mi, ws, q, v, u, prescribed, T, tau, a):
+def hybrid_one(mf, mi, q, v, u, prescribed, T, tau, a):
     """One sample; BAD_INPUT for a wrong length, NaN or a pose outside SE(3)."""
     if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, u))):
         return BAD_INPUT
     nb, n, nv = sizes(mi)
+    ws = workspace(mf, mi)
     return hybrid_sample(mf, mi, ws, q, v, u, prescribed, T, ws[:0].reshape((0, nb, 6)), ws[:0].reshape((0, 6)),
                          0, tau, a)
 

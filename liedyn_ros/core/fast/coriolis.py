@@ -14,6 +14,8 @@ gives an O(n d) recursion like the composite-rigid-body algorithm:
     C_b[k, l] = (Ad^T A_K^T S_k)^T S_l + (Ad^T Ic_K S_k)^T w_l  l an ancestor of k,
 with Ad^T carrying wrenches from the lower body up to the upper one. A floating base is body
 nb with S = 1_6 (C_b[base, base] = Ic ad_{V_0} + A). Mimic joints: C = P^T C_b P.
+Only B_K + B_K^T enters A_K, so that symmetric sum is what the recursion carries (Bs_K): every
+composite is then symmetric and takes the cheap symmetric congruence.
 """
 from __future__ import annotations
 
@@ -21,10 +23,10 @@ import numpy as np
 from numba import prange
 
 from .kinematics import BAD_INPUT, OK, block, body_velocities, chunk_bounds, inertias_block, inputs_valid, \
-    joint_transforms, load_inertias, parent_row, sizes, transforms_block, vectors_valid
+    joint_transforms, load_inertias, parent_row, sizes, transforms_block, vectors_valid, workspace
 from .layout import COORD, MULT, PARENT, SCREW
 from .spatial import ad_matrix, adbar_matrix, bracket, coadjoint_bias, congruence_to_parent, dot6, ijit, jit, \
-    mat6_times, pjit, wrench_to_parent
+    mat6_times, pjit, wrench_to_parent, wrench_up
 
 
 @jit
@@ -37,72 +39,74 @@ def coriolis_sample(mf, mi, ws, q, v, out):
     eta, o = block(ws, o, nb + 1, 6)
     hc, o = block(ws, o, nb + 1, 6)
     Ic, o = inertias_block(ws, o, nb + 1)
-    Bc, o = inertias_block(ws, o, nb + 1)
+    Bs, o = inertias_block(ws, o, nb + 1)
     A, o = inertias_block(ws, o, 2)
-    x, o = block(ws, o, 8, 6)
-    f, a, c, w = x[0], x[2], x[4], x[6]
+    W, o = block(ws, o, nb, 6)
+    x, o = block(ws, o, 5, 6)
+    f, a, c = x[0], x[2], x[3]  # x[1], x[4]: scratch
     joint_transforms(mf, mi, q, R, p)
     for r in range(6):
         V[nb, r] = v[r] if base else 0.0
     body_velocities(mf, mi, R, p, v, V, eta)
     load_inertias(mf, nb, Ic)
+    for i in range(nb):
+        bracket(V[i], mf[i, SCREW:SCREW + 6], W[i])  # w_i = ad_{V_i} S_i
     for i in range(nb + 1):
         mat6_times(Ic[i], V[i], hc[i])
         ad_matrix(V[i], A[0])
-        matmul6(Ic[i], A[0], Bc[i])
+        matmul6(Ic[i], A[0], A[1])
+        for r in range(6):
+            for s in range(6):
+                Bs[i, r, s] = A[1, r, s] + A[1, s, r]
     out[:, :] = 0.0
     for i in range(nb - 1, -1, -1):
         ci, mult_i = base + mi[i, COORD], mf[i, MULT]
         S = mf[i, SCREW:SCREW + 6]
-        composite_A(Bc[i], hc[i], A[0])
-        bracket(V[i], S, w)
-        mat6_times(Ic[i], w, f)            # f = Ic w + A S
+        composite_A(Bs[i], hc[i], A[0])
+        mat6_times(Ic[i], W[i], f)         # f = Ic w + A S
         mat6_times(A[0], S, x[1])
         transpose_times(A[0], S, a)        # a = A^T S
         mat6_times(Ic[i], S, c)            # c = Ic S
         for r in range(6):
             f[r] += x[1, r]
         out[ci, ci] += mult_i * mult_i * dot6(S, f)
-        j, k = i, 0
+        j = i
         while mi[j, PARENT] >= 0 or base:
             for y in (f, a, c):  # carry the three wrenches to the parent's frame
-                x[7, :] = 0.0
-                wrench_to_parent(R[j], p[j], y, x[7])
-                y[:] = x[7]
+                wrench_up(R[j], p[j], y)
             j = mi[j, PARENT]
             if j < 0:  # the floating base: rows (f) and columns (a + ad_{V_0}^T c)
-                x[7, :] = 0.0
-                coadjoint_bias(V[nb], c, x[7])  # -ad*_{V_0} c = -ad_{V_0}^T c
+                x[4, :] = 0.0
+                coadjoint_bias(V[nb], c, x[4])  # -ad*_{V_0} c = -ad_{V_0}^T c
                 for r in range(6):
                     out[r, ci] += mult_i * f[r]
-                    out[ci, r] += mult_i * (a[r] - x[7, r])
+                    out[ci, r] += mult_i * (a[r] - x[4, r])
                 break
             cj, mult_ij = base + mi[j, COORD], mult_i * mf[j, MULT]
             Sj = mf[j, SCREW:SCREW + 6]
-            bracket(V[j], Sj, w)
             out[cj, ci] += mult_ij * dot6(Sj, f)
-            out[ci, cj] += mult_ij * (dot6(a, Sj) + dot6(c, w))
+            out[ci, cj] += mult_ij * (dot6(a, Sj) + dot6(c, W[j]))
         parent = parent_row(mi, i)
         congruence_to_parent(R[i], p[i], Ic[i], Ic[parent], A[1])
-        congruence_to_parent(R[i], p[i], Bc[i], Bc[parent], A[1])
+        congruence_to_parent(R[i], p[i], Bs[i], Bs[parent], A[1])
         wrench_to_parent(R[i], p[i], hc[i], hc[parent])
     if base:
-        composite_A(Bc[nb], hc[nb], A[0])
+        composite_A(Bs[nb], hc[nb], A[0])
         ad_matrix(V[nb], A[1])
-        matmul6(Ic[nb], A[1], Bc[nb])
+        matmul6(Ic[nb], A[1], Bs[nb])  # Bs[nb] is spent: it now holds Ic ad_{V_0}
         for r in range(6):
             for s in range(6):
-                out[r, s] = Bc[nb, r, s] + A[0, r, s]
+                out[r, s] = Bs[nb, r, s] + A[0, r, s]
     return OK
 
 
 @ijit
-def composite_A(B, h, out):
-    """out = A = -1/2 (B + B^T + ad*bar(h))."""
+def composite_A(Bs, h, out):
+    """out = A = -1/2 (Bs + ad*bar(h)), Bs = B + B^T."""
     adbar_matrix(h, out)
     for r in range(6):
         for s in range(6):
-            out[r, s] = -0.5 * (B[r, s] + B[s, r] + out[r, s])
+            out[r, s] = -0.5 * (Bs[r, s] + out[r, s])
 
 
 @ijit
@@ -126,11 +130,11 @@ def transpose_times(X, y, out):
 
 
 @jit
-def coriolis_one(mf, mi, ws, q, v, T, out):
+def coriolis_one(mf, mi, q, v, T, out):
     """One sample; BAD_INPUT for a wrong length, NaN or a pose outside SE(3)."""
     if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v,))):
         return BAD_INPUT
-    return coriolis_sample(mf, mi, ws, q, v, out)
+    return coriolis_sample(mf, mi, workspace(mf, mi), q, v, out)
 
 
 @pjit

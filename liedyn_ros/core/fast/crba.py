@@ -12,9 +12,9 @@ import numpy as np
 from numba import prange
 
 from .kinematics import BAD_INPUT, OK, block, chunk_bounds, inertias_block, inputs_valid, joint_transforms, \
-    load_inertias, parent_row, sizes, transforms_block
+    load_inertias, parent_row, sizes, transforms_block, workspace
 from .layout import COORD, MULT, PARENT, SCREW
-from .spatial import congruence_to_parent, jit, mat6_times, pjit, screw_dot, wrench_to_parent
+from .spatial import congruence_to_parent, jit, mat6_times, pjit, screw_dot, wrench_up
 
 
 @jit
@@ -24,27 +24,27 @@ def mass_matrix_sample(mf, mi, ws, q, out):
     R, p, o = transforms_block(ws, 0, nb)
     Ic, o = inertias_block(ws, o, nb + 1)
     tmp, o = block(ws, o, 6, 6)
-    F, o = block(ws, o, 2, 6)
+    F, o = block(ws, o, 1, 6)
+    f = F[0]
     joint_transforms(mf, mi, q, R, p)
     load_inertias(mf, nb, Ic)
     base = nv - n
     out[:, :] = 0.0
     for i in range(nb - 1, -1, -1):
         ci, mult_i = base + mi[i, COORD], mf[i, MULT]
-        mat6_times(Ic[i], mf[i, SCREW:SCREW + 6], F[0])
-        out[ci, ci] += mult_i * mult_i * screw_dot(mf, i, F[0])
-        j, k = i, 0
+        mat6_times(Ic[i], mf[i, SCREW:SCREW + 6], f)  # f = Ic_i S_i, carried up the path to the root
+        out[ci, ci] += mult_i * mult_i * screw_dot(mf, i, f)
+        j = i
         while mi[j, PARENT] >= 0 or base:
-            F[1 - k, :] = 0.0
-            wrench_to_parent(R[j], p[j], F[k], F[1 - k])
-            j, k = mi[j, PARENT], 1 - k
+            wrench_up(R[j], p[j], f)
+            j = mi[j, PARENT]
             if j < 0:  # reached the floating base: its six rows
                 for r in range(6):
-                    out[r, ci] += mult_i * F[k, r]
-                    out[ci, r] += mult_i * F[k, r]
+                    out[r, ci] += mult_i * f[r]
+                    out[ci, r] += mult_i * f[r]
                 break
             cj = base + mi[j, COORD]
-            m_ij = mult_i * mf[j, MULT] * screw_dot(mf, j, F[k])
+            m_ij = mult_i * mf[j, MULT] * screw_dot(mf, j, f)
             out[ci, cj] += m_ij
             out[cj, ci] += m_ij
         congruence_to_parent(R[i], p[i], Ic[i], Ic[parent_row(mi, i)], tmp)
@@ -54,11 +54,11 @@ def mass_matrix_sample(mf, mi, ws, q, out):
 
 
 @jit
-def mass_matrix_one(mf, mi, ws, q, T, out):
+def mass_matrix_one(mf, mi, q, T, out):
     """One sample; BAD_INPUT for a wrong length, NaN or a pose outside SE(3)."""
     if not inputs_valid(mi, q, T):
         return BAD_INPUT
-    return mass_matrix_sample(mf, mi, ws, q, out)
+    return mass_matrix_sample(mf, mi, workspace(mf, mi), q, out)
 
 
 @pjit

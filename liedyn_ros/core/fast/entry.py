@@ -3,8 +3,8 @@
 The public functions hand the caller's arrays straight to these kernels. Locked to float64
 C-contiguous arrays, the numba dispatcher raises TypeError for lists, other dtypes, strided or
 read-only arrays and batches, and the caller then takes the general path; lengths, NaN and the
-pose are checked inside the kernel. Compiling (or loading from numba's cache) happens once per
-process, when the first model is prepared.
+pose are checked inside the kernel. Each kernel is compiled (or loaded from numba's cache) on
+its first use in a process, so that a program calling rnea alone never waits for the others.
 """
 from __future__ import annotations
 
@@ -13,28 +13,47 @@ from pathlib import Path
 
 from numba import types
 
-__all__ = ["compile_single_kernels"]
+__all__ = ["single", "drop_stale_cache"]
 
 _VEC = types.float64[::1]
 _MAT = types.float64[:, ::1]
 _INT = types.int64[:, ::1]
-_done = False
 
 
-def _signatures() -> list:
+def _signature(name: str) -> tuple:
+    """(kernel, its one signature) by name."""
     from . import aba, coriolis, crba, rnea
 
-    model = (_MAT, _INT, _VEC)  # mf, mi, ws
-    return [
-        (rnea.rnea_one, types.int64(*model, _VEC, _VEC, _VEC, _MAT, _VEC)),
-        (rnea.gravity_one, types.int64(*model, _VEC, _MAT, _VEC)),
-        (crba.mass_matrix_one, types.int64(*model, _VEC, _MAT, _MAT)),
-        (coriolis.coriolis_one, types.int64(*model, _VEC, _VEC, _MAT, _MAT)),
-        (aba.hybrid_one, types.int64(*model, _VEC, _VEC, _VEC, types.boolean[::1], _MAT, _VEC, _VEC)),
-    ]
+    model = (_MAT, _INT)  # mf (with the workspace), mi
+    return {
+        "rnea_one": (rnea.rnea_one, types.int64(*model, _VEC, _VEC, _VEC, _MAT, _VEC)),
+        "gravity_one": (rnea.gravity_one, types.int64(*model, _VEC, _MAT, _VEC)),
+        "mass_matrix_one": (crba.mass_matrix_one, types.int64(*model, _VEC, _MAT, _MAT)),
+        "coriolis_one": (coriolis.coriolis_one, types.int64(*model, _VEC, _VEC, _MAT, _MAT)),
+        "hybrid_one": (aba.hybrid_one, types.int64(*model, _VEC, _VEC, _VEC, types.boolean[::1], _MAT, _VEC, _VEC)),
+    }[name]
 
 
-def _drop_stale_cache() -> None:
+class _SingleKernels:
+    """`single.rnea_one` etc.: the kernel, compiled for its signature when first looked up.
+
+    __getattr__ runs only for a name not yet set, so later lookups are plain attribute reads.
+    """
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        kernel, signature = _signature(name)
+        kernel.compile(signature)
+        kernel.disable_compile()
+        setattr(self, name, kernel)
+        return kernel
+
+
+single = _SingleKernels()
+
+
+def drop_stale_cache() -> None:
     """Delete numba's cached kernels when any source file of this package changed.
 
     Numba keys a cached function on its own file only: a kernel in rnea.py would keep an old
@@ -56,15 +75,3 @@ def _drop_stale_cache() -> None:
         stamp.write_text(digest)
     except OSError:  # a read-only install: numba caches elsewhere (NUMBA_CACHE_DIR) or not at all
         pass
-
-
-def compile_single_kernels() -> None:
-    """Compile every single-sample kernel for its one signature and forbid other signatures."""
-    global _done
-    if _done:
-        return
-    _drop_stale_cache()
-    for kernel, signature in _signatures():
-        kernel.compile(signature)
-        kernel.disable_compile()
-    _done = True

@@ -90,6 +90,12 @@ def block(ws, start, rows, cols):
 
 
 @ijit
+def workspace(mf, mi):
+    """The single-sample workspace: the rows of mf after the model's (see layout)."""
+    return mf.reshape(-1)[mi.shape[0] * mf.shape[1]:]
+
+
+@ijit
 def transforms_block(ws, start, nb):
     """Views R (nb, 3, 3) and p (nb, 3) for the joint transforms, and the offset after them."""
     R = ws[start:start + 9 * nb].reshape((nb, 3, 3))

@@ -1,11 +1,15 @@
 """The model packed into two flat arrays for the compiled kernels, built once per model.
 
 Numba's call overhead grows with every array argument (about 70 ns each), so a model travels as
-one float array `mf` and one int array `mi`:
+one float array `mf` and one int array `mi`, and the single-sample workspace rides in `mf`:
 
     mf[i]   body i (0 <= i < nb):  R of M_i (row-major), p of M_i, S_i, J_i (row-major),
-                                   mimic multiplier and offset (q_i = mult q_coord + offset)
-    mf[nb]  the base:              gravity (world frame), the largest inertia entry, J_base
+                                   mimic multiplier and offset (q_i = mult q_coord + offset),
+                                   1 if i is the first body its coordinate drives
+    mf[nb]  the base:              gravity (world frame), the largest inertia entry, 1 if every
+                                   coordinate's bodies share one parent (ABA stays recursive),
+                                   J_base
+    mf[nb + 1:]                    the workspace of single-sample calls (`workspace`)
     mi[i]   body i:                lambda(i), the coordinate that drives it
     mi[nb]  sizes:                 n, nv
 
@@ -16,14 +20,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import Model
-from .entry import compile_single_kernels
 
-__all__ = ["FastModel", "fast_model", "RM", "PM", "SCREW", "INERTIA", "MULT", "OFFSET", "GRAVITY", "SCALE",
-           "PARENT", "COORD"]
+__all__ = ["FastModel", "fast_model", "RM", "PM", "SCREW", "INERTIA", "MULT", "OFFSET", "FIRST", "GRAVITY",
+           "SCALE", "GROUPED", "PARENT", "COORD"]
 
-RM, PM, SCREW, INERTIA, MULT, OFFSET = 0, 9, 12, 18, 54, 55
-GRAVITY, SCALE = 0, 3  # base row: gravity (3), largest inertia entry (singularity threshold)
-WIDTH = 56
+RM, PM, SCREW, INERTIA, MULT, OFFSET, FIRST = 0, 9, 12, 18, 54, 55, 56
+# base row: gravity (3), largest inertia entry (singularity threshold), mimic groups share a parent
+GRAVITY, SCALE, GROUPED = 0, 3, 4
+WIDTH = 57
 PARENT, COORD = 0, 1
 
 
@@ -35,7 +39,8 @@ class FastModel:
 
     def __init__(self, model: Model) -> None:
         nb = model.nb
-        mf = np.zeros((nb + 1, WIDTH))
+        ws_rows = -(-workspace_size(nb, model.nv) // WIDTH)
+        mf = np.zeros((nb + 1 + ws_rows, WIDTH))
         mf[:nb, RM:RM + 9] = model.M[:, :3, :3].reshape(nb, 9)
         mf[:nb, PM:PM + 3] = model.M[:, :3, 3]
         mf[:nb, SCREW:SCREW + 6] = model.S
@@ -43,8 +48,11 @@ class FastModel:
         coordinate = model.coordinate
         mf[:nb, MULT] = model.P[np.arange(nb), coordinate] if model.n else 0.0
         mf[:nb, OFFSET] = model.q_offset
+        first = np.unique(coordinate, return_index=True)[1]
+        mf[first, FIRST] = 1.0
         mf[nb, GRAVITY:GRAVITY + 3] = model.gravity
         mf[nb, SCALE] = max(np.abs(model.J).max(initial=0.0), np.abs(model.J_base).max())
+        mf[nb, GROUPED] = all(np.unique(model.parent[coordinate == k]).size == 1 for k in range(model.n))
         mf[nb, INERTIA:INERTIA + 36] = model.J_base.reshape(36)
         mi = np.zeros((nb + 1, 2), dtype=np.int64)
         mi[:nb, PARENT] = model.parent
@@ -53,8 +61,7 @@ class FastModel:
         self.mf, self.mi = mf, mi
         self.n, self.nb, self.nv = model.n, nb, model.nv
         self.floating = model.floating_base
-        self.has_mimic = model.has_mimic
-        self.ws = np.zeros(workspace_size(nb, model.nv))
+        self.ws_size = workspace_size(nb, model.nv)
         self.free = np.zeros(model.nv, dtype=bool)  # aba: nothing prescribed
         self.identity = np.eye(4)  # the base pose of a fixed base: gravity is given in its frame
         # f_body (B, nb, 6) and f_base (B, 6) of a batch without external wrenches
@@ -62,8 +69,8 @@ class FastModel:
 
 
 def workspace_size(nb: int, nv: int) -> int:
-    """Floats of scratch memory one sample of any kernel needs (see the kernels' `_views`)."""
-    return 140 * (nb + 1) + 3 * nv * nv + 8 * nv + 64
+    """Floats of scratch memory one sample of any kernel needs (see the `block`s each kernel takes)."""
+    return 140 * (nb + 1) + 3 * nv * nv + 16 * nv + 64
 
 
 def fast_model(model: Model) -> FastModel:
@@ -75,7 +82,6 @@ def fast_model(model: Model) -> FastModel:
     """
     fm = model.__dict__.get("_fast")
     if fm is None:
-        compile_single_kernels()
         fm = FastModel(model)
         object.__setattr__(model, "_fast", fm)  # Model is frozen; the cache is no model field
     return fm

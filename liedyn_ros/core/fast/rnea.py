@@ -5,6 +5,8 @@
     Backward:  F_i  = J_i dV_i - ad*_{V_i} J_i V_i - F_ext,i + sum_c Ad_{f_c^-1}^T F_c
                tau  = P^T (S_i^T F_i)_i      (mimic joints add into their leader's entry)
 Gravity enters as the base acceleration (0, -R^T g). Row nb of V, dV, F is the base.
+The gravity kernel is the same recursion with V = 0 and qdd = 0: dV_i = Ad_{f_i^-1} dV_lambda
+and F_i = J_i dV_i + sum_c Ad_{f_c^-1}^T F_c.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import numpy as np
 from numba import prange
 
 from .kinematics import BAD_INPUT, OK, block, body_rate, body_velocities, chunk_bounds, inputs_valid, \
-    joint_transforms, parent_row, sizes, transforms_block, vectors_valid
+    joint_transforms, parent_row, sizes, transforms_block, vectors_valid, workspace
 from .layout import COORD, MULT, SCREW
 from .spatial import body_inertia_times, coadjoint_bias, gravity_in_base, ijit, jit, pjit, screw_dot, \
     twist_to_child, wrench_to_parent
@@ -51,12 +53,24 @@ def rnea_sample(mf, mi, ws, q, v, a, T, f_body, f_base, b, out):
                 F[i, r] -= f_body[b, i, r]
         for r in range(6):
             F[nb, r] -= f_base[b, r]
-    out[:] = 0.0
-    for i in range(nb - 1, -1, -1):
-        out[base + mi[i, COORD]] += mf[i, MULT] * screw_dot(mf, i, F[i])
-        wrench_to_parent(R[i], p[i], F[i], F[parent_row(mi, i)])
-    for r in range(base):
-        out[r] = F[nb, r]
+    generalized_forces(mf, mi, R, p, F, out)
+    return OK
+
+
+@jit
+def gravity_sample(mf, mi, ws, q, T, out):
+    """g(q) = rnea(q, 0, 0) into out (nv,), without the velocity terms that vanish."""
+    nb, n, nv = sizes(mi)
+    R, p, o = transforms_block(ws, 0, nb)
+    dV, o = block(ws, o, nb + 1, 6)
+    F, o = block(ws, o, nb + 1, 6)
+    joint_transforms(mf, mi, q, R, p)
+    gravity_in_base(mf, nb, T, dV[nb])
+    for i in range(nb):
+        twist_to_child(R[i], p[i], dV[parent_row(mi, i)], dV[i])
+    for i in range(nb + 1):
+        body_inertia_times(mf, i, dV[i], F[i])
+    generalized_forces(mf, mi, R, p, F, out)
     return OK
 
 
@@ -68,25 +82,35 @@ def newton_euler(mf, i, V, dV, h, F):
     coadjoint_bias(V, h, F)
 
 
+@ijit
+def generalized_forces(mf, mi, R, p, F, out):
+    """The backward pass: F_lambda += Ad^T F_i, out = (F_0 for a floating base; P^T (S_i^T F_i)_i)."""
+    nb, n, nv = sizes(mi)
+    base = nv - n
+    out[:] = 0.0
+    for i in range(nb - 1, -1, -1):
+        out[base + mi[i, COORD]] += mf[i, MULT] * screw_dot(mf, i, F[i])
+        wrench_to_parent(R[i], p[i], F[i], F[parent_row(mi, i)])
+    for r in range(base):
+        out[r] = F[nb, r]
+
+
 @jit
-def rnea_one(mf, mi, ws, q, v, a, T, out):
+def rnea_one(mf, mi, q, v, a, T, out):
     """One sample, inputs unchecked by Python: BAD_INPUT when a length, NaN or the pose is wrong."""
     if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, a))):
         return BAD_INPUT
     nb, n, nv = sizes(mi)
+    ws = workspace(mf, mi)
     return rnea_sample(mf, mi, ws, q, v, a, T, ws[:0].reshape((0, nb, 6)), ws[:0].reshape((0, 6)), 0, out)
 
 
 @jit
-def gravity_one(mf, mi, ws, q, T, out):
-    """g(q) = rnea(q, 0, 0) for one sample; the zero vectors live at the end of the workspace."""
-    nb, n, nv = sizes(mi)
+def gravity_one(mf, mi, q, T, out):
+    """One sample; BAD_INPUT for a wrong length, NaN or a pose outside SE(3)."""
     if not inputs_valid(mi, q, T):
         return BAD_INPUT
-    zero = ws[ws.shape[0] - nv:]
-    zero[:] = 0.0
-    return rnea_sample(mf, mi, ws[:ws.shape[0] - nv], q, zero, zero, T, ws[:0].reshape((0, nb, 6)),
-                       ws[:0].reshape((0, 6)), 0, out)
+    return gravity_sample(mf, mi, workspace(mf, mi), q, T, out)
 
 
 @pjit
@@ -97,4 +121,15 @@ def rnea_many(mf, mi, ws_size, q, v, a, T, f_body, f_base, out):
         ws = np.empty(ws_size)
         for b in range(chunks[c], chunks[c + 1]):
             rnea_sample(mf, mi, ws, q[b], v[b], a[b], T[b], f_body, f_base, b, out[b])
+    return OK
+
+
+@pjit
+def gravity_many(mf, mi, ws_size, q, T, out):
+    """g over a batch q (B, n), T (B, 4, 4) into out (B, nv)."""
+    chunks = chunk_bounds(q.shape[0])
+    for c in prange(chunks.shape[0] - 1):
+        ws = np.empty(ws_size)
+        for b in range(chunks[c], chunks[c + 1]):
+            gravity_sample(mf, mi, ws, q[b], T[b], out[b])
     return OK

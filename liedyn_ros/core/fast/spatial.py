@@ -87,22 +87,53 @@ def wrench_to_parent(R, p, F, out):
 
 
 @ijit
-def congruence_to_parent(R, p, A, out, tmp):
-    """out += Ad_{f^-1}^T A Ad_{f^-1} for any 6x6 A (tmp: 6x6 scratch).
+def wrench_up(R, p, F):
+    """F = Ad_{f^-1}^T F in place: a wrench carried from the child's frame to the parent's."""
+    m0, m1, m2 = F[0], F[1], F[2]
+    fx = R[0, 0] * F[3] + R[0, 1] * F[4] + R[0, 2] * F[5]
+    fy = R[1, 0] * F[3] + R[1, 1] * F[4] + R[1, 2] * F[5]
+    fz = R[2, 0] * F[3] + R[2, 1] * F[4] + R[2, 2] * F[5]
+    F[0] = R[0, 0] * m0 + R[0, 1] * m1 + R[0, 2] * m2 + p[1] * fz - p[2] * fy
+    F[1] = R[1, 0] * m0 + R[1, 1] * m1 + R[1, 2] * m2 + p[2] * fx - p[0] * fz
+    F[2] = R[2, 0] * m0 + R[2, 1] * m1 + R[2, 2] * m2 + p[0] * fy - p[1] * fx
+    F[3], F[4], F[5] = fx, fy, fz
 
-    X^T A X = (X^T (X^T A)^T)^T: two passes of the wrench map over six columns each.
+
+@ijit
+def congruence_to_parent(R, p, A, out, tmp):
+    """out += Ad_{f^-1}^T A Ad_{f^-1} for a symmetric 6x6 A, by 3x3 blocks (tmp: 6x6 scratch).
+
+    Ad_{f^-1}^T = [[1, [p]], [0, 1]] diag(R, R), so with A' = diag(R, R) A diag(R, R)^T
+        Y22 = A'22,   Y12 = A'12 + [p] A'22,   Y11 = A'11 + [p] A'21 + Y12 [p]^T,
+    two thirds of the work of six wrench maps on each side. Column c of [p] N is p x N[:, c],
+    row r of N [p]^T is p x N[r, :].
     """
-    for r in range(6):
+    for r in range(6):  # tmp = A diag(R, R)^T
+        for cb in range(0, 6, 3):
+            a0, a1, a2 = A[r, cb], A[r, cb + 1], A[r, cb + 2]
+            for c in range(3):
+                tmp[r, cb + c] = a0 * R[c, 0] + a1 * R[c, 1] + a2 * R[c, 2]
+    for rb in range(0, 6, 3):  # tmp = diag(R, R) tmp = A'
         for c in range(6):
-            tmp[r, c] = 0.0
-    for c in range(6):
-        wrench_to_parent(R, p, A[:, c], tmp[c])  # tmp = (X^T A)^T
-    for r in range(6):
-        A[r, :] = 0.0
-        wrench_to_parent(R, p, tmp[:, r], A[r])  # row r of X^T A X; A itself is spent
-    for r in range(6):
-        for c in range(6):
-            out[r, c] += A[r, c]
+            t0, t1, t2 = tmp[rb, c], tmp[rb + 1, c], tmp[rb + 2, c]
+            for r in range(3):
+                tmp[rb + r, c] = R[r, 0] * t0 + R[r, 1] * t1 + R[r, 2] * t2
+    for c in range(6):  # upper blocks += [p] (lower blocks): Y12, and A'11 + [p] A'21
+        n0, n1, n2 = tmp[3, c], tmp[4, c], tmp[5, c]
+        tmp[0, c] += p[1] * n2 - p[2] * n1
+        tmp[1, c] += p[2] * n0 - p[0] * n2
+        tmp[2, c] += p[0] * n1 - p[1] * n0
+    for r in range(3):  # Y11 += Y12 [p]^T
+        y0, y1, y2 = tmp[r, 3], tmp[r, 4], tmp[r, 5]
+        tmp[r, 0] += p[1] * y2 - p[2] * y1
+        tmp[r, 1] += p[2] * y0 - p[0] * y2
+        tmp[r, 2] += p[0] * y1 - p[1] * y0
+    for r in range(3):
+        for c in range(3):
+            out[r, c] += tmp[r, c]
+            out[r, 3 + c] += tmp[r, 3 + c]
+            out[3 + c, r] += tmp[r, 3 + c]  # Y21 = Y12^T
+            out[3 + r, 3 + c] += tmp[3 + r, 3 + c]
 
 
 @ijit
