@@ -1,9 +1,13 @@
-"""Compiled joint-space mass matrix by the composite-rigid-body recursion.
+"""Compiled joint-space mass matrix by the composite-rigid-body algorithm, in the base frame.
 
-    Ic_i = J_i + sum_c Ad_{f_c^-1}^T Ic_c Ad_{f_c^-1}           (composite inertia in {i})
-    M_b[i, j] = S_j^T Ad^T ... Ad^T Ic_i S_i                    (j = i and its ancestors)
+With every quantity in the base frame {0} (T_i the pose of body i, s_i = Ad_{T_i} S_i its joint
+screw, J0_i = Ad_{T_i^-1}^T J_i Ad_{T_i^-1} its inertia), composites are plain sums and the
+entries are dot products, so no transform runs along the paths to the root:
+    Ic_i = J0_i + sum_c Ic_c                          (composite inertia of the subtree of i)
+    M_b[i, j] = s_j^T Ic_i s_i                        (j = i and its ancestors)
     M = P^T M_b P      (each body adds mult_i mult_j M_b[i, j] into its coordinates' entry)
-For a floating base the base rows hold Ic_i S_i carried to the base frame, and M_00 = Ic_base.
+For a floating base, {0} is the base frame: its rows hold Ic_i s_i and M_00 = Ic_base.
+The inertias are rigid-body ones, kept as ten numbers (spatial.inertia10).
 Equal to the reference's closed form S^T G^T J G S.
 """
 from __future__ import annotations
@@ -11,10 +15,11 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .kinematics import BAD_INPUT, OK, block, chunk_bounds, inertias_block, inputs_valid, joint_transforms, \
-    load_inertias, parent_row, sizes, transforms_block, workspace
-from .layout import COORD, MULT, PARENT, SCREW
-from .spatial import congruence_to_parent, jit, mat6_times, pjit, screw_dot, wrench_up
+from .kinematics import BAD_INPUT, OK, block, chunk_bounds, inputs_valid, joint_transforms, parent_row, sizes, \
+    transforms_block, workspace
+from .layout import COORD, MULT, PARENT
+from .spatial import dot6, ijit, inertia10, inertia10_matrix, inertia10_times, inertia10_to_world, jit, pjit, \
+    pose_in_world, screw_to_world
 
 
 @jit
@@ -22,35 +27,55 @@ def mass_matrix_sample(mf, mi, ws, q, out):
     """M(q) into out (nv, nv)."""
     nb, n, nv = sizes(mi)
     R, p, o = transforms_block(ws, 0, nb)
-    Ic, o = inertias_block(ws, o, nb + 1)
-    tmp, o = block(ws, o, 6, 6)
+    Rw, pw, o = transforms_block(ws, o, nb)
+    s, o = block(ws, o, nb, 6)
+    Ic, o = block(ws, o, nb + 1, 10)
     F, o = block(ws, o, 1, 6)
     f = F[0]
     joint_transforms(mf, mi, q, R, p)
-    load_inertias(mf, nb, Ic)
+    screws_and_inertias_in_base(mf, mi, R, p, Rw, pw, s, Ic)
     base = nv - n
     out[:, :] = 0.0
     for i in range(nb - 1, -1, -1):
         ci, mult_i = base + mi[i, COORD], mf[i, MULT]
-        mat6_times(Ic[i], mf[i, SCREW:SCREW + 6], f)  # f = Ic_i S_i, carried up the path to the root
-        out[ci, ci] += mult_i * mult_i * screw_dot(mf, i, f)
-        j = i
-        while mi[j, PARENT] >= 0 or base:
-            wrench_up(R[j], p[j], f)
-            j = mi[j, PARENT]
-            if j < 0:  # reached the floating base: its six rows
-                for r in range(6):
-                    out[r, ci] += mult_i * f[r]
-                    out[ci, r] += mult_i * f[r]
-                break
+        inertia10_times(Ic[i], s[i], f)  # f = Ic_i s_i
+        out[ci, ci] += mult_i * mult_i * dot6(s[i], f)
+        j = mi[i, PARENT]
+        while j >= 0:
             cj = base + mi[j, COORD]
-            m_ij = mult_i * mf[j, MULT] * screw_dot(mf, j, f)
+            m_ij = mult_i * mf[j, MULT] * dot6(s[j], f)
             out[ci, cj] += m_ij
             out[cj, ci] += m_ij
-        congruence_to_parent(R[i], p[i], Ic[i], Ic[parent_row(mi, i)], tmp)
+            j = mi[j, PARENT]
+        for r in range(base):  # the floating base's rows
+            out[r, ci] += mult_i * f[r]
+            out[ci, r] += mult_i * f[r]
+        parent = parent_row(mi, i)
+        for k in range(10):
+            Ic[parent, k] += Ic[i, k]
     if base:
-        out[:6, :6] = Ic[nb]
+        inertia10_matrix(Ic[nb], out[:6, :6])
     return OK
+
+
+@ijit
+def screws_and_inertias_in_base(mf, mi, R, p, Rw, pw, s, Ic):
+    """Poses T_i = T_lambda f_i, screws s_i = Ad_{T_i} S_i and inertias J0_i in the base frame.
+
+    Ic[nb] gets the base's own inertia J_base (already in the base frame).
+    """
+    nb = mi.shape[0] - 1
+    for i in range(nb):
+        parent = mi[i, PARENT]
+        if parent < 0:
+            Rw[i, :, :] = R[i]
+            pw[i, :] = p[i]
+        else:
+            pose_in_world(Rw[parent], pw[parent], R[i], p[i], Rw[i], pw[i])
+        screw_to_world(mf, i, Rw[i], pw[i], s[i])
+        inertia10(mf, i, Ic[i])
+        inertia10_to_world(Rw[i], pw[i], Ic[i])
+    inertia10(mf, nb, Ic[nb])
 
 
 @jit

@@ -87,19 +87,6 @@ def wrench_to_parent(R, p, F, out):
 
 
 @ijit
-def wrench_up(R, p, F):
-    """F = Ad_{f^-1}^T F in place: a wrench carried from the child's frame to the parent's."""
-    m0, m1, m2 = F[0], F[1], F[2]
-    fx = R[0, 0] * F[3] + R[0, 1] * F[4] + R[0, 2] * F[5]
-    fy = R[1, 0] * F[3] + R[1, 1] * F[4] + R[1, 2] * F[5]
-    fz = R[2, 0] * F[3] + R[2, 1] * F[4] + R[2, 2] * F[5]
-    F[0] = R[0, 0] * m0 + R[0, 1] * m1 + R[0, 2] * m2 + p[1] * fz - p[2] * fy
-    F[1] = R[1, 0] * m0 + R[1, 1] * m1 + R[1, 2] * m2 + p[2] * fx - p[0] * fz
-    F[2] = R[2, 0] * m0 + R[2, 1] * m1 + R[2, 2] * m2 + p[0] * fy - p[1] * fx
-    F[3], F[4], F[5] = fx, fy, fz
-
-
-@ijit
 def congruence_to_parent(R, p, A, out, tmp):
     """out += Ad_{f^-1}^T A Ad_{f^-1} for a symmetric 6x6 A, by 3x3 blocks (tmp: 6x6 scratch).
 
@@ -144,6 +131,125 @@ def body_inertia_times(mf, i, V, out):
         for c in range(6):
             s += mf[i, INERTIA + 6 * r + c] * V[c]
         out[r] = s
+
+
+@ijit
+def pose_in_world(R0, p0, R, p, Rw, pw):
+    """(Rw, pw) = (R0, p0)(R, p): a body's pose in the base frame from its parent's and f_i."""
+    for r in range(3):
+        for c in range(3):
+            Rw[r, c] = R0[r, 0] * R[0, c] + R0[r, 1] * R[1, c] + R0[r, 2] * R[2, c]
+        pw[r] = R0[r, 0] * p[0] + R0[r, 1] * p[1] + R0[r, 2] * p[2] + p0[r]
+
+
+@ijit
+def screw_to_world(mf, i, Rw, pw, out):
+    """out = Ad_{T_i} S_i = (Rw w, Rw v + pw x Rw w): the joint screw in the base frame."""
+    for r in range(3):
+        out[r] = Rw[r, 0] * mf[i, SCREW] + Rw[r, 1] * mf[i, SCREW + 1] + Rw[r, 2] * mf[i, SCREW + 2]
+        out[3 + r] = Rw[r, 0] * mf[i, SCREW + 3] + Rw[r, 1] * mf[i, SCREW + 4] + Rw[r, 2] * mf[i, SCREW + 5]
+    out[3] += pw[1] * out[2] - pw[2] * out[1]
+    out[4] += pw[2] * out[0] - pw[0] * out[2]
+    out[5] += pw[0] * out[1] - pw[1] * out[0]
+
+
+@ijit
+def inertia10(mf, i, out):
+    """J_i = [[I, [h]], [[h]^T, m 1]] of body i (i = nb: J_base) as ten numbers.
+
+    out = (m, h, I00, I01, I02, I11, I12, I22): mass, first moment h = m c, and the rotational
+    inertia about the frame's origin.
+    """
+    out[0] = mf[i, INERTIA + 35]
+    out[1], out[2], out[3] = mf[i, INERTIA + 16], mf[i, INERTIA + 5], mf[i, INERTIA + 9]  # J[2, 4], J[0, 5], J[1, 3]
+    k = 4
+    for r in range(3):
+        for c in range(r, 3):
+            out[k] = mf[i, INERTIA + 6 * r + c]
+            k += 1
+
+
+@ijit
+def inertia10_to_world(Rw, pw, I):
+    """I = Ad_{T^-1}^T J Ad_{T^-1} in place: a ten-number inertia moved by the pose T = (Rw, pw).
+
+    With h' = Rw h (parallel axis theorem):
+        h_0 = h' + m pw,
+        I_0 = Rw I Rw^T + (m |pw|^2 + 2 pw.h') 1 - m pw pw^T - pw h'^T - h' pw^T,
+    a sixth of the 6x6 congruence's work.
+    """
+    m = I[0]
+    hr = (Rw[0, 0] * I[1] + Rw[0, 1] * I[2] + Rw[0, 2] * I[3],
+          Rw[1, 0] * I[1] + Rw[1, 1] * I[2] + Rw[1, 2] * I[3],
+          Rw[2, 0] * I[1] + Rw[2, 1] * I[2] + Rw[2, 2] * I[3])
+    J00, J01, J02, J11, J12, J22 = I[4], I[5], I[6], I[7], I[8], I[9]
+    for r in range(3):
+        I[1 + r] = hr[r] + m * pw[r]
+    d = m * (pw[0] * pw[0] + pw[1] * pw[1] + pw[2] * pw[2]) + 2.0 * (pw[0] * hr[0] + pw[1] * hr[1] + pw[2] * hr[2])
+    k = 4
+    for r in range(3):
+        a0 = Rw[r, 0] * J00 + Rw[r, 1] * J01 + Rw[r, 2] * J02  # row r of Rw I
+        a1 = Rw[r, 0] * J01 + Rw[r, 1] * J11 + Rw[r, 2] * J12
+        a2 = Rw[r, 0] * J02 + Rw[r, 1] * J12 + Rw[r, 2] * J22
+        for c in range(r, 3):
+            I[k] = (a0 * Rw[c, 0] + a1 * Rw[c, 1] + a2 * Rw[c, 2] - m * pw[r] * pw[c] - pw[r] * hr[c]
+                    - hr[r] * pw[c] + (d if r == c else 0.0))
+            k += 1
+
+
+@ijit
+def inertia10_times(I, V, out):
+    """out = J V for a ten-number inertia I (see inertia10): (I w + h x v, m v - h x w)."""
+    w0, w1, w2, v0, v1, v2 = V[0], V[1], V[2], V[3], V[4], V[5]
+    m, h0, h1, h2 = I[0], I[1], I[2], I[3]
+    out[0] = I[4] * w0 + I[5] * w1 + I[6] * w2 + h1 * v2 - h2 * v1
+    out[1] = I[5] * w0 + I[7] * w1 + I[8] * w2 + h2 * v0 - h0 * v2
+    out[2] = I[6] * w0 + I[8] * w1 + I[9] * w2 + h0 * v1 - h1 * v0
+    out[3] = m * v0 - h1 * w2 + h2 * w1
+    out[4] = m * v1 - h2 * w0 + h0 * w2
+    out[5] = m * v2 - h0 * w1 + h1 * w0
+
+
+@ijit
+def inertia10_rate(I, V, out):
+    """out = J ad_V + ad_V^T J = -dJ/dt for a ten-number inertia J moving with the twist V.
+
+    J and V in one frame. J stays a rigid-body inertia, so the result has the ten-number form
+    (0, -hdot, -Idot), with the points' velocities v + w x r:
+        hdot = m v + w x h,   Idot = [w] I - I [w] + 2 (h.v) 1 - v h^T - h v^T.
+    """
+    w = (V[0], V[1], V[2])
+    v = (V[3], V[4], V[5])
+    m, h = I[0], (I[1], I[2], I[3])
+    out[0] = 0.0
+    for r in range(3):
+        out[1 + r] = -(m * v[r] + w[(r + 1) % 3] * h[(r + 2) % 3] - w[(r + 2) % 3] * h[(r + 1) % 3])
+    J = ((I[4], I[5], I[6]), (I[5], I[7], I[8]), (I[6], I[8], I[9]))
+    # wJ[r][c] = ([w] J)[r, c] = (w x J[:, c])_r; [w] J - J [w] = wJ + wJ^T
+    wJ = ((w[1] * J[2][0] - w[2] * J[1][0], w[1] * J[2][1] - w[2] * J[1][1], w[1] * J[2][2] - w[2] * J[1][2]),
+          (w[2] * J[0][0] - w[0] * J[2][0], w[2] * J[0][1] - w[0] * J[2][1], w[2] * J[0][2] - w[0] * J[2][2]),
+          (w[0] * J[1][0] - w[1] * J[0][0], w[0] * J[1][1] - w[1] * J[0][1], w[0] * J[1][2] - w[1] * J[0][2]))
+    hv = 2.0 * (h[0] * v[0] + h[1] * v[1] + h[2] * v[2])
+    k = 4
+    for r in range(3):
+        for c in range(r, 3):
+            out[k] = -(wJ[r][c] + wJ[c][r] - v[r] * h[c] - h[r] * v[c] + (hv if r == c else 0.0))
+            k += 1
+
+
+@ijit
+def inertia10_matrix(I, out):
+    """out = the 6x6 J = [[I, [h]], [[h]^T, m 1]] of a ten-number inertia."""
+    out[:, :] = 0.0
+    k = 4
+    for r in range(3):
+        for c in range(r, 3):
+            out[r, c] = out[c, r] = I[k]
+            k += 1
+        out[3 + r, 3 + r] = I[0]
+    for r, c, h in ((2, 1, I[1]), (0, 2, I[2]), (1, 0, I[3])):  # [h][r, c] = h_k, [h][c, r] = -h_k
+        out[r, 3 + c] = out[3 + c, r] = h
+        out[c, 3 + r] = out[3 + r, c] = -h
 
 
 @ijit
