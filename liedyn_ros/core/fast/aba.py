@@ -28,8 +28,9 @@ import numpy as np
 from numba import prange
 
 from .crba import mass_matrix_sample
-from .kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, chunk_bounds, inertias_block, \
-    inputs_valid, joint_transforms, load_inertias, parent_row, sizes, transforms_block, vectors_valid, workspace
+from .kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, borrowed, chunk_bounds, inertias_block, \
+    inputs_valid, joint_transforms, load_inertias, parent_row, screw, sizes, transforms_block, vectors_valid, \
+    workspace
 from .layout import COORD, FIRST, GROUPED, MULT, SCALE, SCREW
 from .rnea import rnea_sample
 from .spatial import body_inertia_times, cholesky_solve, coadjoint_bias, congruence_to_parent, dot6, \
@@ -42,6 +43,9 @@ SINGULAR_TOL = 1e-12
 @jit
 def hybrid_sample(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau, a):
     """(tau, a) into tau, a (nv,): u holds a where prescribed, tau elsewhere."""
+    mf, mi, q, v, u, prescribed, T = borrowed(mf), borrowed(mi), borrowed(q), borrowed(v), borrowed(u), \
+        borrowed(prescribed), borrowed(T)  # see borrowed
+    f_body, f_base, tau, a = borrowed(f_body), borrowed(f_base), borrowed(tau), borrowed(a)
     nb, n, nv = sizes(mi)
     base = nv - n
     partial_base = False
@@ -94,7 +98,7 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
 
     for i in range(nb - 1, -1, -1):
         k, m = mi[i, COORD], mf[i, MULT]
-        S = mf[i, SCREW:SCREW + 6]
+        S = screw(mf, i)
         mat6_times(Jh[i], S, U[i])
         beta = x[0]
         if prescribed[base + k]:

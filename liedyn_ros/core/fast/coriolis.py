@@ -23,7 +23,7 @@ import numpy as np
 from numba import prange
 
 from .crba import screws_and_inertias_in_base
-from .kinematics import BAD_INPUT, OK, block, body_rate, chunk_bounds, inertias_block, inputs_valid, \
+from .kinematics import BAD_INPUT, OK, block, body_rate, borrowed, chunk_bounds, inertias_block, inputs_valid, \
     joint_transforms, parent_row, sizes, transforms_block, vectors_valid, workspace
 from .layout import COORD, MULT, PARENT
 from .spatial import ad_matrix, adbar_matrix, bracket, coadjoint_bias, dot6, inertia10_matrix, inertia10_rate, \
@@ -33,6 +33,7 @@ from .spatial import ad_matrix, adbar_matrix, bracket, coadjoint_bias, dot6, ine
 @jit
 def coriolis_sample(mf, mi, ws, q, v, out):
     """C(q, v) into out (nv, nv)."""
+    mf, mi, q, v, out = borrowed(mf), borrowed(mi), borrowed(q), borrowed(v), borrowed(out)  # see borrowed
     nb, n, nv = sizes(mi)
     base = nv - n
     R, p, o = transforms_block(ws, 0, nb)

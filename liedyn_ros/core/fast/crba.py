@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .kinematics import BAD_INPUT, OK, block, chunk_bounds, inputs_valid, joint_transforms, parent_row, sizes, \
+from .kinematics import BAD_INPUT, OK, block, borrowed, chunk_bounds, inputs_valid, joint_transforms, parent_row, sizes, \
     transforms_block, workspace
 from .layout import COORD, MULT, PARENT
 from .spatial import dot6, ijit, inertia10, inertia10_matrix, inertia10_times, inertia10_to_world, jit, pjit, \
@@ -25,6 +25,7 @@ from .spatial import dot6, ijit, inertia10, inertia10_matrix, inertia10_times, i
 @jit
 def mass_matrix_sample(mf, mi, ws, q, out):
     """M(q) into out (nv, nv)."""
+    mf, mi, q, out = borrowed(mf), borrowed(mi), borrowed(q), borrowed(out)  # see borrowed
     nb, n, nv = sizes(mi)
     R, p, o = transforms_block(ws, 0, nb)
     Rw, pw, o = transforms_block(ws, o, nb)

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import numpy as np
+from numba.extending import intrinsic
+from numba.np.arrayobj import make_array, populate_array
 
 from .layout import COORD, INERTIA, MULT, PARENT, SCREW
 from .spatial import all_finite, bracket, ijit, joint_transform, pose_is_valid, twist_to_child
@@ -68,12 +70,18 @@ def body_velocities(mf, mi, R, p, v, V, eta):
     for i in range(nb):
         twist_to_child(R[i], p[i], V[parent_row(mi, i)], V[i])
         qd = body_rate(mf, mi, i, v)
-        S = mf[i, SCREW:SCREW + 6]
+        S = screw(mf, i)
         for r in range(6):
             V[i, r] += S[r] * qd
         bracket(V[i], S, eta[i])
         for r in range(6):
             eta[i, r] *= qd
+
+
+@ijit
+def screw(mf, i):
+    """S_i, a borrowed view of body i's row of the model."""
+    return borrowed(mf[i, SCREW:SCREW + 6])
 
 
 @ijit
@@ -83,10 +91,31 @@ def parent_row(mi, i):
     return parent if parent >= 0 else mi.shape[0] - 1
 
 
+@intrinsic
+def borrowed(typingctx, arr):
+    """The array `arr` without its reference to the owner's memory (a null meminfo).
+
+    Every row view a kernel takes (R[i], dV[i], ...) and every array it hands to an inlined step
+    otherwise costs an atomic increment and decrement of the owner's count, which numba does not
+    prune inside loops and which cost more than the arithmetic of a small robot (the Panda's
+    mass matrix took twice as long). A borrowed array is valid while `arr` is: the *_sample
+    kernels borrow their arguments and workspace views, which their callers hold, and no
+    borrowed array leaves them.
+    """
+    def codegen(context, builder, signature, args):
+        src = make_array(signature.args[0])(context, builder, value=args[0])
+        out = make_array(signature.return_type)(context, builder)
+        populate_array(out, data=src.data, shape=src.shape, strides=src.strides, itemsize=src.itemsize,
+                       meminfo=None)
+        return out._getvalue()
+
+    return arr(arr), codegen
+
+
 @ijit
 def block(ws, start, rows, cols):
-    """A (rows, cols) view of the workspace at `start`, and the offset after it."""
-    return ws[start:start + rows * cols].reshape((rows, cols)), start + rows * cols
+    """A (rows, cols) view of the workspace at `start` (borrowed), and the offset after it."""
+    return borrowed(ws[start:start + rows * cols].reshape((rows, cols))), start + rows * cols
 
 
 @ijit
@@ -97,16 +126,16 @@ def workspace(mf, mi):
 
 @ijit
 def transforms_block(ws, start, nb):
-    """Views R (nb, 3, 3) and p (nb, 3) for the joint transforms, and the offset after them."""
-    R = ws[start:start + 9 * nb].reshape((nb, 3, 3))
-    p = ws[start + 9 * nb:start + 12 * nb].reshape((nb, 3))
+    """Views R (nb, 3, 3) and p (nb, 3) for the joint transforms (borrowed), and the offset after them."""
+    R = borrowed(ws[start:start + 9 * nb].reshape((nb, 3, 3)))
+    p = borrowed(ws[start + 9 * nb:start + 12 * nb].reshape((nb, 3)))
     return R, p, start + 12 * nb
 
 
 @ijit
 def inertias_block(ws, start, rows):
-    """A (rows, 6, 6) view of the workspace at `start`, and the offset after it."""
-    return ws[start:start + 36 * rows].reshape((rows, 6, 6)), start + 36 * rows
+    """A (rows, 6, 6) view of the workspace at `start` (borrowed), and the offset after it."""
+    return borrowed(ws[start:start + 36 * rows].reshape((rows, 6, 6))), start + 36 * rows
 
 
 @ijit

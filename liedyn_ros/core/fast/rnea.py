@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .kinematics import BAD_INPUT, OK, block, body_rate, body_velocities, chunk_bounds, inputs_valid, \
+from .kinematics import BAD_INPUT, OK, block, borrowed, body_rate, body_velocities, chunk_bounds, inputs_valid, \
     joint_transforms, parent_row, sizes, transforms_block, vectors_valid, workspace
 from .layout import COORD, MULT, SCREW
 from .spatial import body_inertia_times, coadjoint_bias, gravity_in_base, ijit, jit, pjit, screw_dot, \
@@ -26,6 +26,9 @@ def rnea_sample(mf, mi, ws, q, v, a, T, f_body, f_base, b, out):
 
     f_body and f_base have no rows when there is no external wrench.
     """
+    mf, mi, q, v, a, T, out = borrowed(mf), borrowed(mi), borrowed(q), borrowed(v), borrowed(a), borrowed(T), \
+        borrowed(out)  # see borrowed
+    f_body, f_base = borrowed(f_body), borrowed(f_base)
     nb, n, nv = sizes(mi)
     R, p, o = transforms_block(ws, 0, nb)
     V, o = block(ws, o, nb + 1, 6)
@@ -60,6 +63,7 @@ def rnea_sample(mf, mi, ws, q, v, a, T, f_body, f_base, b, out):
 @jit
 def gravity_sample(mf, mi, ws, q, T, out):
     """g(q) = rnea(q, 0, 0) into out (nv,), without the velocity terms that vanish."""
+    mf, mi, q, T, out = borrowed(mf), borrowed(mi), borrowed(q), borrowed(T), borrowed(out)  # see borrowed
     nb, n, nv = sizes(mi)
     R, p, o = transforms_block(ws, 0, nb)
     dV, o = block(ws, o, nb + 1, 6)
