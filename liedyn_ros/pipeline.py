@@ -146,9 +146,11 @@ def _require_positive(name: str, value: float, *, allow_zero: bool = False) -> N
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class JointSample:
-    """One JointState reordered to the model's joints. ``effort`` is None when absent."""
+class JointSample(NamedTuple):
+    """One JointState reordered to the model's joints. ``effort`` is None when absent.
+
+    q, qd and effort are contiguous float64 views of one array: the core's single-sample fast
+    path takes them as they are."""
 
     stamp_ns: int
     frame_id: str
@@ -168,6 +170,29 @@ def as_float_array(values: Any) -> FloatArray:
     return np.asarray(values, dtype=np.float64)
 
 
+def joined_float_arrays(position: Any, velocity: Any, effort: Any) -> FloatArray:
+    """The three float64[] fields of a JointState end to end as one float64 array, so that
+    one gather picks q, qd and effort."""
+    if (type(position) is type(velocity) is type(effort) is array.array
+            and position.typecode == velocity.typecode == effort.typecode == "d"):
+        # rclpy's fields: joining the bytes and viewing them beats numpy's per-argument
+        # conversion several times over.
+        return np.frombuffer(b"".join((position, velocity, effort)), dtype=np.float64)
+    return np.concatenate((position, velocity, effort), dtype=np.float64)
+
+
+def length_problem(n_names: int, n_position: int, n_velocity: int, n_effort: int) -> SkipReason | None:
+    """Why position/velocity/effort lengths cannot be matched to ``n_names`` names, if so.
+    Effort may be empty (no measured torques); velocity may not (Coriolis needs it)."""
+    if n_position != n_names or n_effort not in (0, n_names):
+        return SkipReason.LENGTH_MISMATCH
+    if n_velocity == 0:
+        return SkipReason.MISSING_VELOCITY
+    if n_velocity != n_names:
+        return SkipReason.LENGTH_MISMATCH
+    return None
+
+
 class JointStateArrays(NamedTuple):
     """JointState messages that share one name list, as arrays: the input of decoding.
 
@@ -175,9 +200,8 @@ class JointStateArrays(NamedTuple):
     the messages (0 for an empty field); stamp_ns: (N,); frame_id: one per message.
     Decoding checks m against ``len(names)``. The bag replay fills this for a whole chunk
     straight from the CDR bytes. A single message (:meth:`from_message`) has no leading
-    dimension: (m,) fields and a 0-d stamp, which spares the node's per-message path the cost
-    of adding and removing one. (A NamedTuple, like :class:`JointBlock`: several times
-    cheaper to build than a frozen dataclass, which counts once per message in the node.)
+    dimension: (m,) fields and a 0-d stamp. (The node's per-message path,
+    :meth:`JointStateDecoder.decode`, reads the message itself with the same checks.)
     """
 
     names: tuple[str, ...]
@@ -211,21 +235,30 @@ class JointBlock(NamedTuple):
     finite: NDArray[np.bool_]
 
 
+class _NameMatch(NamedTuple):
+    """Where a JointState name list puts the model's joints (cached per name list)."""
+
+    indices: NDArray[np.intp]  # model joint j is entry indices[j] of the message
+    gather: NDArray[np.intp]   # indices, indices + m, indices + 2m: q, qd, effort from the
+                               # position, velocity, effort fields end to end (m names)
+
+
 class JointStateDecoder:
     """Matches JointState entries to the model's joints by name.
 
     The name -> index mapping is cached per name tuple, since a driver sends the same list
     every time. Extra joints (grippers, mimic joints, which the core derives from their
     leaders) are ignored. Bad samples give a :class:`SkipReason` instead of a sample.
-    One message (:meth:`decode`) and a chunk of messages (:meth:`decode_arrays`) go through
-    the same checks.
+    One message (:meth:`decode`, the node's path, kept lean) and a chunk of messages
+    (:meth:`decode_arrays`, the replay's) go through the same checks.
     """
 
     _CACHE_LIMIT = 32  # a publisher that changes its name list every message must not grow memory
 
     def __init__(self, model: Model) -> None:
         self._joint_names = tuple(model.joint_names)
-        self._index_cache: dict[tuple[str, ...], NDArray[np.intp] | SkipReason] = {}
+        self._n = len(self._joint_names)
+        self._match_cache: dict[tuple[str, ...], _NameMatch | SkipReason] = {}
 
     @property
     def joint_names(self) -> tuple[str, ...]:
@@ -233,23 +266,29 @@ class JointStateDecoder:
 
     def indices(self, names: Sequence[str]) -> NDArray[np.intp] | SkipReason:
         """Positions of the model joints in ``names``, or why they cannot be found."""
+        match = self._match(names)
+        return match if isinstance(match, SkipReason) else match.indices
+
+    def _match(self, names: Sequence[str]) -> _NameMatch | SkipReason:
         key = tuple(names)
-        cached = self._index_cache.get(key)
+        cached = self._match_cache.get(key)
         if cached is None:
-            cached = self._build_indices(key)
-            if len(self._index_cache) >= self._CACHE_LIMIT:
-                self._index_cache.clear()
-            self._index_cache[key] = cached
+            cached = self._build_match(key)
+            if len(self._match_cache) >= self._CACHE_LIMIT:
+                self._match_cache.clear()
+            self._match_cache[key] = cached
         return cached
 
-    def _build_indices(self, names: tuple[str, ...]) -> NDArray[np.intp] | SkipReason:
+    def _build_match(self, names: tuple[str, ...]) -> _NameMatch | SkipReason:
         position = {name: i for i, name in enumerate(names)}
         if len(position) != len(names):
             return SkipReason.DUPLICATE_JOINT
         try:
-            return np.array([position[j] for j in self._joint_names], dtype=np.intp)
+            idx = np.array([position[j] for j in self._joint_names], dtype=np.intp)
         except KeyError:
             return SkipReason.MISSING_JOINT
+        m = len(names)
+        return _NameMatch(idx, np.concatenate((idx, idx + m, idx + 2 * m)))
 
     def missing_joints(self, names: Sequence[str]) -> list[str]:
         """Model joints absent from ``names`` (for warning texts)."""
@@ -258,12 +297,29 @@ class JointStateDecoder:
 
     def decode(self, msg: Any) -> JointSample | SkipReason:
         """sensor_msgs/JointState -> :class:`JointSample` in model order, or a skip reason."""
-        block = self.decode_arrays(JointStateArrays.from_message(msg))
-        if isinstance(block, SkipReason):
-            return block
-        if not block.finite:
+        names, position, velocity, effort = msg.name, msg.position, msg.velocity, msg.effort
+        match = self._match(names)
+        if isinstance(match, SkipReason):
+            return match
+        n_effort = len(effort)
+        problem = length_problem(len(names), len(position), len(velocity), n_effort)
+        if problem is not None:
+            return problem
+        # One gather gives [q | qd | effort] (the gather's first 2n entries read position and
+        # velocity only, so the same indices serve a message without efforts).
+        n = self._n
+        gather = match.gather if n_effort else match.gather[: 2 * n]
+        values = joined_float_arrays(position, velocity, effort).take(gather)
+        # A NaN or inf among the model joints' values makes their sum non-finite (so would
+        # values near 1e308 whose sum overflows, which no joint state has). Python's sum over
+        # a list is cheaper than a numpy reduction at this size.
+        if not math.isfinite(sum(values.tolist())):
             return SkipReason.NAN
-        return JointSample(int(block.stamp_ns), block.frame_id[0], block.q, block.qd, block.effort)
+        header = msg.header
+        return JointSample(
+            stamp_to_ns(header.stamp), str(header.frame_id), values[:n], values[n : 2 * n],
+            values[2 * n :] if n_effort else None,
+        )
 
     def decode_arrays(self, arrays: JointStateArrays) -> JointBlock | SkipReason:
         """Messages sharing one name list -> :class:`JointBlock`, or the reason to skip them
@@ -271,24 +327,19 @@ class JointStateDecoder:
         idx = self.indices(arrays.names)
         if isinstance(idx, SkipReason):
             return idx
-        n_names = len(arrays.names)
-        n_position, n_velocity = arrays.position.shape[-1], arrays.velocity.shape[-1]
         n_effort = arrays.effort.shape[-1]
-        if n_position != n_names or n_effort not in (0, n_names):
-            return SkipReason.LENGTH_MISMATCH
-        if n_velocity == 0:
-            return SkipReason.MISSING_VELOCITY
-        if n_velocity != n_names:
-            return SkipReason.LENGTH_MISMATCH
-        # take() and one finiteness test per row keep a single message cheap (the node's path).
+        problem = length_problem(
+            len(arrays.names), arrays.position.shape[-1], arrays.velocity.shape[-1], n_effort
+        )
+        if problem is not None:
+            return problem
         q, qd = arrays.position.take(idx, axis=-1), arrays.velocity.take(idx, axis=-1)
         total = q.sum(axis=-1) + qd.sum(axis=-1)
         effort = None
         if n_effort:
             effort = arrays.effort.take(idx, axis=-1)
             total = total + effort.sum(axis=-1)
-        # A NaN or inf anywhere in a row makes its sum non-finite (so would values near 1e308
-        # whose sum overflows, which no joint state has).
+        # As in decode: a row with a non-finite model-joint value has a non-finite sum.
         finite = np.asarray(np.isfinite(total), dtype=np.bool_)
         return JointBlock(arrays.stamp_ns, arrays.frame_id, q, qd, effort, finite)
 
@@ -298,8 +349,7 @@ class JointStateDecoder:
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class BaseState:
+class BaseState(NamedTuple):
     """Floating-base state from nav_msgs/Odometry: T_world_base and the body twist (omega, v)."""
 
     stamp_ns: int
@@ -313,18 +363,22 @@ def decode_odometry(msg: Any) -> BaseState | SkipReason:
     p = msg.pose.pose.position
     o = msg.pose.pose.orientation
     lin, ang = msg.twist.twist.linear, msg.twist.twist.angular
-    position = np.array([p.x, p.y, p.z], dtype=np.float64)
-    quat = np.array([o.x, o.y, o.z, o.w], dtype=np.float64)
-    twist = np.array([ang.x, ang.y, ang.z, lin.x, lin.y, lin.z], dtype=np.float64)
-    if not (np.isfinite(position).all() and np.isfinite(quat).all() and np.isfinite(twist).all()):
+    # Checked as Python floats: a dozen numbers cost less this way than as numpy arrays.
+    position = [float(p.x), float(p.y), float(p.z)]
+    quat = [float(o.x), float(o.y), float(o.z), float(o.w)]
+    twist = [float(ang.x), float(ang.y), float(ang.z), float(lin.x), float(lin.y), float(lin.z)]
+    # A NaN or inf anywhere makes the sum non-finite.
+    if not math.isfinite(sum(position) + sum(quat) + sum(twist)):
         return SkipReason.BAD_ODOMETRY
-    norm = float(np.linalg.norm(quat))
+    norm = math.hypot(*quat)
     # Estimators publish quaternions normalised to float precision; anything far off is a bug
     # upstream (for instance an all-zero default quaternion), not rounding.
     if abs(norm - 1.0) > 1e-3:
         return SkipReason.BAD_ODOMETRY
-    pose = np.asarray(core.pose_from_position_quaternion(position, quat / norm), dtype=np.float64)
-    return BaseState(stamp_to_ns(msg.header.stamp), str(msg.child_frame_id), pose, twist)
+    pose = core.pose_from_position_quaternion(np.array(position), np.array(quat) / norm)
+    return BaseState(
+        stamp_to_ns(msg.header.stamp), str(msg.child_frame_id), pose, np.array(twist)
+    )
 
 
 def pair_odometry(stamp_ns: int, odom: BaseState | None, max_age_s: float) -> BaseState | SkipReason:
@@ -390,42 +444,80 @@ class AccelerationEstimator:
     The estimate lags by about window / 2. The history is reset when time goes backwards
     (bag loop, sim reset) or jumps by more than the window (a gap would bridge two motions);
     a repeated stamp replaces the previous sample.
+
+    The window lives in preallocated rows ``[start, end)`` of one array, each row the sample's
+    time (seconds from ``origin``) followed by its velocity, so one product with the centred
+    times gives the slope's numerator and denominator together, and a sample allocates
+    nothing beyond the fit's own results. When ``end`` reaches the capacity the live rows move
+    to the front (rarely: the capacity holds several windows), doubling it if the window
+    outgrew half of it. The exact integer stamps of the window, for the window and reset
+    rules, are kept alongside in a deque.
     """
+
+    _INITIAL_CAPACITY = 256
 
     def __init__(self, window_s: float, min_samples: int = 3) -> None:
         self._window_ns = int(round(window_s * NS_PER_S))
         self._min_samples = min_samples
         self._stamps: deque[int] = deque()
-        self._values: deque[FloatArray] = deque()
+        self._rows = np.empty((0, 0))
+        self._origin_ns = 0
+        self._start = self._end = 0
 
     def reset(self) -> None:
         self._stamps.clear()
-        self._values.clear()
+        self._start = self._end = 0
 
     def update(self, stamp_ns: int, v: FloatArray) -> FloatArray | None:
         """Add a sample; returns dv/dt, or None while fewer than ``min_samples`` are held."""
-        self._append(stamp_ns, np.asarray(v, dtype=np.float64))
+        self._append(stamp_ns, v)
         if len(self._stamps) < self._min_samples:
             return None
-        t = (np.fromiter(self._stamps, dtype=np.int64, count=len(self._stamps)) - stamp_ns) * 1e-9
-        values = np.stack(self._values)
-        t_centered = t - t.mean()
-        denominator = float(t_centered @ t_centered)
-        return np.asarray((t_centered @ (values - values.mean(axis=0))) / denominator)
+        window = self._rows[self._start : self._end]
+        t = window[:, 0]
+        t_centered = t - t.sum() / t.shape[0]  # sum() is cheaper than mean()
+        # Slope = t_c @ (v - mean v) / (t_c @ t_c) = t_c @ v / (t_c @ t), since sum(t_c) = 0.
+        products = t_centered @ window
+        return products[1:] / products[0]
 
     def _append(self, stamp_ns: int, v: FloatArray) -> None:
-        if self._stamps:
-            last = self._stamps[-1]
+        stamps = self._stamps
+        if stamps:
+            last = stamps[-1]
             if stamp_ns < last or stamp_ns - last > self._window_ns:
                 self.reset()
             elif stamp_ns == last:
-                self._stamps.pop()
-                self._values.pop()
-        self._stamps.append(stamp_ns)
-        self._values.append(v)
-        while stamp_ns - self._stamps[0] >= self._window_ns:
-            self._stamps.popleft()
-            self._values.popleft()
+                stamps.pop()
+                self._end -= 1
+        if self._end == self._rows.shape[0] or self._rows.shape[1] != 1 + v.shape[-1]:
+            self._make_room(v.shape[-1])
+        if not stamps:
+            self._origin_ns = stamp_ns
+        row = self._rows[self._end]
+        row[0] = (stamp_ns - self._origin_ns) * 1e-9
+        row[1:] = v
+        self._end += 1
+        stamps.append(stamp_ns)
+        while stamp_ns - stamps[0] >= self._window_ns:
+            stamps.popleft()
+            self._start += 1
+
+    def _make_room(self, nv: int) -> None:
+        """Move the live rows to the front, growing the buffer when they fill half of it."""
+        if self._rows.shape[1] != 1 + nv:  # first sample, or another velocity size: start over
+            self.reset()
+        live = self._end - self._start
+        capacity = max(self._INITIAL_CAPACITY, self._rows.shape[0])
+        if 2 * live > capacity:
+            capacity *= 2
+        rows = np.empty((capacity, 1 + nv))
+        if live:
+            rows[:live] = self._rows[self._start : self._end]
+            # Times from the oldest live sample keep them small however long the run.
+            self._origin_ns = self._stamps[0]
+            rows[:live, 0] = (np.fromiter(self._stamps, np.int64, live) - self._origin_ns) * 1e-9
+        self._rows = rows
+        self._start, self._end = 0, live
 
 
 def estimate_accelerations(
@@ -447,8 +539,7 @@ def estimate_accelerations(
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class DynamicsOutputs:
+class DynamicsOutputs(NamedTuple):
     """Core results for one sample (shape (n,)) or a batch (shape (N, n)).
 
     tau_ff: rnea joint torques; tau_g: gravity joint torques; qdd_pred: aba joint
@@ -456,6 +547,8 @@ class DynamicsOutputs:
     without efforts). Floating base only: base_wrench = rnea's base part (m, f) in the base
     frame, the wrench the environment must apply to the base for this motion;
     base_acc_pred = aba's base part, dV_base/dt (omega', v') with the base unactuated.
+    (A NamedTuple: built once per message in the node, several times cheaper than a frozen
+    dataclass.)
     """
 
     tau_ff: FloatArray
@@ -472,6 +565,9 @@ class DynamicsOutputs:
             self.tau_ff[i], self.tau_g[i], pick(self.qdd_pred),
             pick(self.base_wrench), pick(self.base_acc_pred),
         )
+
+
+_NO_BASE_WRENCH = np.zeros(6)  # aba's base part of the generalized force: a free-floating base
 
 
 def compute_outputs(
@@ -491,11 +587,12 @@ def compute_outputs(
     (rows containing NaN are treated as "no effort" and give NaN predictions).
     ``ff_state = (q_ff, v_ff)`` evaluates the feedforward at another state (the reference
     trajectory) instead of (q, v). Returns joint-space parts of length n; the base parts go
-    to ``base_wrench`` / ``base_acc_pred``.
+    to ``base_wrench`` / ``base_acc_pred``. A single sample of contiguous float64 vectors
+    takes the core's single-sample fast path (the node's case).
     """
     q_ff, v_ff = (q, v) if ff_state is None else ff_state
-    tau_ff_full = np.asarray(core.rnea(model, q_ff, v_ff, a, base_pose=base_pose))
-    tau_g_full = np.asarray(core.gravity(model, q, base_pose=base_pose))
+    tau_ff_full = core.rnea(model, q_ff, v_ff, a, base_pose=base_pose)
+    tau_g_full = core.gravity(model, q, base_pose=base_pose)
     acc_full = _predict_accelerations(model, q, v, effort, base_pose)
     if not model.floating_base:
         return DynamicsOutputs(tau_ff_full, tau_g_full, acc_full)
@@ -513,12 +610,13 @@ def _predict_accelerations(
     """aba with the measured efforts; the floating base gets zero generalized force."""
     if effort is None:
         return None
+    if effort.ndim == 1:
+        tau = np.concatenate((_NO_BASE_WRENCH, effort)) if model.floating_base else effort
+        return core.aba(model, q, v, tau, base_pose=base_pose)
+    # Batch: run aba only on rows that have efforts; the core rejects NaN by contract.
     effort = np.asarray(effort, dtype=np.float64)
     if model.floating_base:
         effort = np.concatenate([np.zeros(effort.shape[:-1] + (6,)), effort], axis=-1)
-    if effort.ndim == 1:
-        return np.asarray(core.aba(model, q, v, effort, base_pose=base_pose))
-    # Batch: run aba only on rows that have efforts; the core rejects NaN by contract.
     valid = np.isfinite(effort).all(axis=-1)
     out = np.full(effort.shape, np.nan)
     if valid.any():
@@ -534,8 +632,7 @@ def _predict_accelerations(
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PipelineOutput:
+class PipelineOutput(NamedTuple):
     """Everything needed to publish one JointState's outputs."""
 
     stamp_ns: int
@@ -605,10 +702,19 @@ class DynamicsPipeline:
         self._estimator = AccelerationEstimator(
             self.config.estimator_window, self.config.estimator_min_samples
         )
+        self._floating = bool(model.floating_base)
         self._odom: BaseState | None = None
         self._reference: Reference | None = None
         self._last_stamp_ns: int | None = None
         self._frame_warned = False
+        n_base = 6 if self._floating else 0
+        # Inputs the core only reads, made once. (Writable: the core's single-sample fast path
+        # refuses read-only arrays.)
+        self._zero_acceleration = np.zeros(n_base + len(self.decoder.joint_names))
+        # Reference source: a = [0 ; qdd_ref] and v_ff = [measured base twist ; qd_ref], set
+        # when a trajectory arrives; per sample only v_ff's base part changes.
+        self._reference_a = self._zero_acceleration
+        self._reference_v = self._zero_acceleration.copy()
 
     # -- inputs -----------------------------------------------------------------------
 
@@ -642,11 +748,17 @@ class DynamicsPipeline:
             )
             return reference
         self._reference = reference
+        n_base = 6 if self._floating else 0
+        # The reference has no base motion: zero base acceleration (the base twist is the
+        # measured one, copied in per sample).
+        self._reference_a = np.concatenate((np.zeros(n_base), reference.qdd))
+        self._reference_v = np.concatenate((np.zeros(n_base), reference.qd))
         return None
 
     def on_joint_state(self, msg: Any) -> PipelineOutput | None:
         """Process one JointState; None when the sample is skipped."""
-        self.stats.received += 1
+        stats = self.stats
+        stats.received += 1
         sample = self.decoder.decode(msg)
         if isinstance(sample, SkipReason):
             self._skip_sample(sample, msg)
@@ -658,23 +770,34 @@ class DynamicsPipeline:
             self._skip_sample(result, msg)
             return None
         elapsed = time.perf_counter() - started
-        self.stats.published += 1
-        self.stats.last_compute_s = elapsed
-        self.stats.total_compute_s += elapsed
+        stats.published += 1
+        stats.last_compute_s = elapsed
+        stats.total_compute_s += elapsed
         return result
 
     # -- processing ---------------------------------------------------------------------
 
     def _process(self, sample: JointSample) -> PipelineOutput | SkipReason:
-        base = self._base_state(sample.stamp_ns)
-        if isinstance(base, SkipReason):
-            return base
-        pose = None if base is None else base.pose
-        v = sample.qd if base is None else np.concatenate([base.twist, sample.qd])
-        state = self._accelerations(sample, v)
-        if isinstance(state, SkipReason):
-            return state
-        a, ff_state = state
+        pose = None
+        v = sample.qd
+        if self._floating:
+            base = pair_odometry(sample.stamp_ns, self._odom, self.config.odom_max_age)
+            if isinstance(base, SkipReason):
+                return base
+            pose = base.pose
+            v = np.concatenate((base.twist, sample.qd))
+        a, ff_state = self._zero_acceleration, None
+        source = self.config.acceleration_source
+        if source is AccelerationSource.ESTIMATED:
+            estimate = self._estimator.update(sample.stamp_ns, v)
+            if estimate is None:
+                return SkipReason.ESTIMATOR_WARMUP
+            a = estimate
+        elif source is AccelerationSource.REFERENCE:
+            state = self._reference_state(sample.stamp_ns, v)
+            if isinstance(state, SkipReason):
+                return state
+            a, ff_state = state
         try:
             outputs = compute_outputs(
                 self.model, sample.q, v, a, sample.effort, pose, ff_state=ff_state
@@ -684,38 +807,20 @@ class DynamicsPipeline:
             return SkipReason.COMPUTE_ERROR
         return PipelineOutput(sample.stamp_ns, sample.frame_id, self.base_frame, sample, outputs)
 
-    def _base_state(self, stamp_ns: int) -> BaseState | SkipReason | None:
-        if not self.model.floating_base:
-            return None
-        return pair_odometry(stamp_ns, self._odom, self.config.odom_max_age)
-
-    def _accelerations(
-        self, sample: JointSample, v: FloatArray
-    ) -> tuple[FloatArray, tuple[FloatArray, FloatArray] | None] | SkipReason:
-        """(a, ff_state) for the configured acceleration source."""
-        source = self.config.acceleration_source
-        if source is AccelerationSource.ZERO:
-            return np.zeros(v.shape[0]), None
-        if source is AccelerationSource.ESTIMATED:
-            a = self._estimator.update(sample.stamp_ns, v)
-            return SkipReason.ESTIMATOR_WARMUP if a is None else (a, None)
-        return self._reference_state(sample, v)
-
     def _reference_state(
-        self, sample: JointSample, v: FloatArray
+        self, stamp_ns: int, v: FloatArray
     ) -> tuple[FloatArray, tuple[FloatArray, FloatArray]] | SkipReason:
+        """(a, (q_ff, v_ff)) of the computed-torque feedforward at the latest reference."""
         ref = self._reference
         if ref is None:
             return SkipReason.NO_REFERENCE
         max_age = self.config.reference_max_age
-        if max_age > 0 and sample.stamp_ns - ref.stamp_ns > max_age * NS_PER_S:
+        if max_age > 0 and stamp_ns - ref.stamp_ns > max_age * NS_PER_S:
             return SkipReason.STALE_REFERENCE
-        n_base = v.shape[0] - sample.qd.shape[0]
-        # Floating base: the reference has no base motion; use the measured base twist and
-        # zero base acceleration.
-        v_ff = np.concatenate([v[:n_base], ref.qd])
-        a = np.concatenate([np.zeros(n_base), ref.qdd])
-        return a, (ref.q, v_ff)
+        v_ff = self._reference_v
+        if self._floating:
+            v_ff[:6] = v[:6]  # the measured base twist
+        return self._reference_a, (ref.q, v_ff)
 
     # -- bookkeeping --------------------------------------------------------------------
 
@@ -825,7 +930,8 @@ class MessageClasses:
 def double_array(x: FloatArray) -> array.array[float]:
     """float64[] as rclpy stores it: array.array('d'). Copied from the bytes, since rclpy's
     setter checks every element of anything that is not already an array.array (slow)."""
-    return array.array("d", np.ascontiguousarray(x, dtype=np.float64).tobytes())
+    # tobytes() gives C-order bytes whatever the strides; asarray only converts other dtypes.
+    return array.array("d", np.asarray(x, dtype=np.float64).tobytes())
 
 
 class OutputMessageFactory:
@@ -833,7 +939,9 @@ class OutputMessageFactory:
 
     Keys of :meth:`build`'s result are the topic names of CONVENTIONS.md (relative); which
     ones appear follows the config's ``publish_*`` switches, whether efforts were measured
-    (predicted accelerations) and whether the base floats.
+    (predicted accelerations) and whether the base floats. Every call returns new messages;
+    only the empty float64[] value is made once and passed to every message (rclpy copies a
+    float64[] into the message and rosbags' empty numpy array holds nothing to change).
     """
 
     def __init__(self, classes: MessageClasses, model: Any, config: PipelineConfig) -> None:
@@ -842,6 +950,7 @@ class OutputMessageFactory:
         self.joint_names = list(model.joint_names)
         self.floating_base = bool(model.floating_base)
         self.command_index = command_indices(model.joint_names, config.command_joints)
+        self._empty = classes.float_array(np.zeros(0))
 
     def build(self, out: PipelineOutput) -> dict[str, Any]:
         cfg, res = self.config, out.outputs
@@ -869,34 +978,34 @@ class OutputMessageFactory:
 
     def torque_state(self, header: Any, tau: FloatArray) -> Any:
         """sensor_msgs/JointState carrying torques in ``effort`` (position/velocity empty)."""
-        empty = self.c.float_array(np.zeros(0))
+        empty = self._empty
         return self.c.JointState(
-            header=header, name=list(self.joint_names), position=empty,
-            velocity=self.c.float_array(np.zeros(0)), effort=self.c.float_array(tau),
+            header=header, name=list(self.joint_names), position=empty, velocity=empty,
+            effort=self.c.float_array(tau),
         )
 
     def acceleration_trajectory(self, header: Any, qdd: FloatArray) -> Any:
         """trajectory_msgs/JointTrajectory with one point whose ``accelerations`` hold qdd."""
-        c, empty = self.c, np.zeros(0)
+        c, empty = self.c, self._empty
         point = c.JointTrajectoryPoint(
-            positions=c.float_array(empty), velocities=c.float_array(empty),
-            accelerations=c.float_array(qdd), effort=c.float_array(empty),
+            positions=empty, velocities=empty, accelerations=c.float_array(qdd), effort=empty,
             time_from_start=c.Duration(sec=0, nanosec=0),
         )
         return c.JointTrajectory(header=header, joint_names=list(self.joint_names), points=[point])
 
     def wrench(self, header: Any, wrench: FloatArray) -> Any:
         """geometry_msgs/WrenchStamped from (m, f)."""
-        w = self.c.Wrench(force=self.vector3(wrench[3:]), torque=self.vector3(wrench[:3]))
+        mx, my, mz, fx, fy, fz = wrench.tolist()
+        w = self.c.Wrench(force=self.c.Vector3(x=fx, y=fy, z=fz),
+                          torque=self.c.Vector3(x=mx, y=my, z=mz))
         return self.c.WrenchStamped(header=header, wrench=w)
 
     def accel(self, header: Any, acc: FloatArray) -> Any:
         """geometry_msgs/AccelStamped from (omega', v')."""
-        a = self.c.Accel(linear=self.vector3(acc[3:]), angular=self.vector3(acc[:3]))
+        wx, wy, wz, vx, vy, vz = acc.tolist()
+        a = self.c.Accel(linear=self.c.Vector3(x=vx, y=vy, z=vz),
+                         angular=self.c.Vector3(x=wx, y=wy, z=wz))
         return self.c.AccelStamped(header=header, accel=a)
-
-    def vector3(self, xyz: FloatArray) -> Any:
-        return self.c.Vector3(x=float(xyz[0]), y=float(xyz[1]), z=float(xyz[2]))
 
     def effort_command(self, tau: FloatArray) -> Any:
         """std_msgs/Float64MultiArray in ``command_joints`` order (ros2_control effort
