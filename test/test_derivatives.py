@@ -478,6 +478,82 @@ def test_fast_time_derivatives_equal_reference(name, batch):
         assert rel_err(x, v_derivs[k + 1]) < 1e-8, k  # solo12: light legs, M ill-conditioned
 
 
+@pytest.mark.parametrize("name", ["tree", "tree_mimic", "tree_float", "tree_float_mimic", "panda", "solo12"])
+def test_single_sample_time_derivatives_equal_reference(name):
+    """The single-sample path (no checks.prepare) gives the readable recursions' numbers for every
+    form of a single sample: a list of vectors, an (orders, nv) array, a strided q, plain lists."""
+    model = model_of(name)
+    rng = np.random.default_rng(12)
+    q, _, _, T = random_state(model, rng)
+    kw = {"base_pose": T} if model.floating_base else {}
+    for r in (0, 1, 3):
+        V = rng.normal(size=(r + 2, model.nv)) * 0.5
+        ref = core.rnea_time_derivatives(model, q, list(V), fast=False, **kw)
+        acc_ref = core.aba_time_derivatives(model, q, V[0], ref, fast=False, **kw)
+        strided_q = np.stack([q, q], 1)[:, 0]
+        for q_, v_derivs in ((q, list(V)), (q, V), (strided_q, V.tolist())):
+            fast = core.rnea_time_derivatives(model, q_, v_derivs, **kw)
+            assert len(fast) == r + 1
+            for x, y in zip(fast, ref):
+                assert x.shape == (model.nv,) and rel_err(x, y) < 1e-12
+        for taus in (ref, np.array(ref)):
+            acc = core.aba_time_derivatives(model, q, V[0], taus, **kw)
+            assert len(acc) == r + 1
+            for x, y in zip(acc, acc_ref):
+                assert x.shape == (model.nv,) and rel_err(x, y) < 1e-9
+
+
+def _bad_time_inputs(model: core.Model, rng: np.random.Generator):
+    """(case, q, v_derivs, base_pose) of single samples that checks.prepare refuses."""
+    q, v, _, T = random_state(model, rng)
+    vd = np.stack([v, v, v])
+    nan = vd.copy()
+    nan[2, 0] = np.nan
+    cases = [("short q", q[:-1], vd, T), ("NaN in q", np.full_like(q, np.nan), vd, T),
+             ("one order", q, vd[:1], T), ("NaN in v''", q, nan, T), ("short vectors", q, vd[:, :-1], T),
+             ("ragged list", q, [v, v[:3]], T), ("1-D array", q, v, T), ("no vectors", q, vd[:0], T)]
+    if model.floating_base:
+        bad_R, bad_row = T.copy(), T.copy()
+        bad_R[:3, :3] *= 2
+        bad_row[3, 0] = 0.5
+        reflection = T @ np.diag([1.0, 1.0, -1.0, 1.0])
+        cases += [("scaled R", q, vd, bad_R), ("last row", q, vd, bad_row), ("reflection", q, vd, reflection),
+                  ("NaN pose", q, vd, np.full((4, 4), np.nan)), ("no pose", q, vd, None)]
+    else:
+        cases.append(("pose on a fixed base", q, vd, np.eye(4)))
+    return cases
+
+
+@pytest.mark.parametrize("name", ["tree_mimic", "tree_float"])
+def test_single_sample_time_derivatives_bad_inputs(name):
+    """Bad single samples raise the ValueError of checks.prepare, word for word as the reference path;
+    the float64 ones are refused by the kernels themselves (BAD_INPUT), not by the dispatcher."""
+    from liedyn_ros.core.derivatives.time_fast import aba_time_one, rnea_time_one
+    from liedyn_ros.core.fast import BAD_INPUT, fast_model
+
+    model = model_of(name)
+    fm = fast_model(model)
+    v = np.ones(model.nv)
+    for case, q, vd, T in _bad_time_inputs(model, np.random.default_rng(13)):
+        kw = {} if T is None else {"base_pose": T}
+        calls = [(core.rnea_time_derivatives, (q, vd))]
+        if case != "one order":  # a single torque is a valid tau_derivs
+            calls.append((core.aba_time_derivatives, (q, v, vd)))
+        for f, args in calls:
+            with pytest.raises(ValueError) as expected:
+                f(model, *args, fast=False, **kw)
+            with pytest.raises(ValueError) as got:
+                f(model, *args, **kw)
+            assert str(got.value) == str(expected.value), case
+        if isinstance(vd, np.ndarray) and vd.ndim == 2 and (T is None) != model.floating_base:
+            pose = np.eye(4) if T is None else T
+            out = np.empty((max(len(vd) - 1, 0), model.nv))
+            assert rnea_time_one(fm.mf, fm.mi, q, vd, pose, out) == BAD_INPUT, case
+            if case != "one order":
+                out = np.empty((len(vd), model.nv))
+                assert aba_time_one(fm.mf, fm.mi, q, v, vd, pose, out) == BAD_INPUT, case
+
+
 def test_bad_inputs_raise_clear_errors():
     model = model_of("tree_float")
     q, v, a, T = random_state(model, np.random.default_rng(10))

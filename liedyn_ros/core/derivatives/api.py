@@ -54,23 +54,44 @@ def aba_derivatives(model: Model, q, v, tau, *, base_pose=None, fast: bool = Tru
 
 
 def _fast(model: Model, q, v, x, base_pose, forward: bool, name: str) -> Derivatives:
-    """The numba kernels: single float64 vectors go straight in (the kernel checks lengths, NaN
-    and the pose); anything else, or bad input, goes through checks.prepare, which raises the
-    precise ValueError, and the batch kernel. A singular mass matrix is left to the reference."""
+    """The numba kernels: a single sample goes straight in (the kernel checks lengths, NaN and the
+    pose); a batch, or bad input, goes through checks.prepare, which raises the precise ValueError,
+    and the batch kernel. A singular mass matrix is left to the reference."""
     fm = fast_model(model)
-    if (base_pose is None) != fm.floating:
+    q1, v1, x1 = _as_sample(q, 1), _as_sample(v, 1), _as_sample(x, 1)
+    T = _pose(fm, base_pose)
+    if q1 is not None and v1 is not None and x1 is not None and T is not None:
         out = np.empty((3, fm.nv, fm.nv))
-        try:
-            if derivatives_one(fm.mf, fm.mi, workspace_of(model), q, v, x,
-                               fm.identity if base_pose is None else base_pose, forward, out) == OK:
-                return out[0], out[1], out[2]
-        except TypeError:  # not single float64 vectors: the general path below
-            pass
+        if derivatives_one(fm.mf, fm.mi, workspace_of(model), q1, v1, x1, T, forward, out) == OK:
+            return out[0], out[1], out[2]
     batch = prepare(model, q, {"v": v, name: x}, base_pose=base_pose)
     out = derivatives_batch(model, batch, *batch.vectors, forward)
     if out is None:
         return aba_derivatives(model, q, v, x, base_pose=base_pose, fast=False)
     return batch.restore(out[:, 0]), batch.restore(out[:, 1]), batch.restore(out[:, 2])
+
+
+def _as_sample(x, ndim: int) -> np.ndarray | None:
+    """x as the kernels' one argument type, a float64 C-contiguous writeable array of `ndim`
+    dimensions (no copy when it is one already), or None for a batch or anything that is no
+    array of numbers, which checks.prepare then handles.
+
+    Converted here rather than left to the dispatcher: numba takes some 250 us to refuse a call
+    whose argument types it was not compiled for.
+    """
+    try:
+        a = np.ascontiguousarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    return a if a.ndim == ndim and a.flags.writeable else None
+
+
+def _pose(fm, base_pose) -> np.ndarray | None:
+    """The pose a single-sample kernel takes (the identity for a fixed base), or None when it is
+    missing or unexpected (checks.prepare words that)."""
+    if (base_pose is None) == fm.floating:
+        return None
+    return fm.identity if base_pose is None else _as_sample(base_pose, 2)
 
 
 def _rnea_derivatives(model: Model, batch, v: np.ndarray, a: np.ndarray, fast: bool) -> Derivatives:
@@ -101,18 +122,23 @@ def rnea_time_derivatives(model: Model, q, v_derivs: Sequence, *, base_pose=None
                           ) -> list[np.ndarray]:
     """[tau, tau', ..., tau^(r)] along the motion with v_derivs = [v, v', ..., v^(r+1)].
 
-    fast=False runs the readable reference (time_derivatives) instead of the numba kernel.
+    fast=False runs the readable reference (time_derivatives) instead of the numba kernel. A single
+    sample (q (n,), v_derivs a list of (nv,) vectors or an (r + 2, nv) array) goes straight to the
+    kernel, which checks it; a batch or bad input goes through checks.prepare.
     """
+    fm = fast_model(model)
+    if fast:
+        q1, vd, T = _as_sample(q, 1), _as_sample(v_derivs, 2), _pose(fm, base_pose)
+        if q1 is not None and vd is not None and T is not None:
+            out = np.empty((max(vd.shape[0] - 1, 0), fm.nv))
+            if rnea_time_one(fm.mf, fm.mi, q1, vd, T, out) == OK:
+                return list(out)
     batch = _prepare_sequence(model, q, "v_derivs", v_derivs, 2, base_pose)
     if not fast:
         return [batch.restore(x) for x in rnea_time_derivatives_batch(model, batch, batch.vectors)]
-    fm = fast_model(model)
     vd = np.stack(batch.vectors, 1)
     out = np.empty((vd.shape[0], vd.shape[1] - 1, fm.nv))
-    if len(vd) == 1:
-        rnea_time_one(fm.mf, fm.mi, batch.q[0], vd[0], batch.base_pose[0], out[0])
-    else:
-        rnea_time_many(fm.mf, fm.mi, batch.q, vd, batch.base_pose, out)
+    rnea_time_many(fm.mf, fm.mi, batch.q, vd, batch.base_pose, out)
     return [batch.restore(out[:, k]) for k in range(out.shape[1])]
 
 
@@ -121,18 +147,21 @@ def aba_time_derivatives(model: Model, q, v, tau_derivs: Sequence, *, base_pose=
     """[a, a', ..., a^(r)] along the motion driven by tau_derivs = [tau, tau', ..., tau^(r)] from (q, v).
 
     fast=False runs the readable reference; so does a singular articulated inertia, which it reports.
+    A single sample goes straight to the kernel, as in rnea_time_derivatives.
     """
+    fm = fast_model(model)
+    if fast:
+        q1, v1, td, T = _as_sample(q, 1), _as_sample(v, 1), _as_sample(tau_derivs, 2), _pose(fm, base_pose)
+        if q1 is not None and v1 is not None and td is not None and T is not None:
+            out = np.empty((td.shape[0], fm.nv))
+            if aba_time_one(fm.mf, fm.mi, q1, v1, td, T, out) == OK:
+                return list(out)
     batch = _prepare_sequence(model, q, "tau_derivs", tau_derivs, 1, base_pose, v=v)
     v_, *taus = batch.vectors
     if fast:
-        fm = fast_model(model)
         td = np.stack(taus, 1)
         out = np.empty_like(td)
-        if len(td) == 1:
-            status = aba_time_one(fm.mf, fm.mi, batch.q[0], v_[0], td[0], batch.base_pose[0], out[0])
-        else:
-            status = aba_time_many(fm.mf, fm.mi, batch.q, v_, td, batch.base_pose, out)
-        if status == OK:
+        if aba_time_many(fm.mf, fm.mi, batch.q, v_, td, batch.base_pose, out) == OK:
             return [batch.restore(out[:, k]) for k in range(out.shape[1])]
     return [batch.restore(x) for x in aba_time_derivatives_batch(model, batch, v_, taus)]
 

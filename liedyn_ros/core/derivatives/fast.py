@@ -41,7 +41,7 @@ and I ad_V is three cross products per row: (I ad_V)_{r,:} = (I_{r,w} x w + I_{r
 from __future__ import annotations
 
 import numpy as np
-from numba import prange, types
+from numba import prange
 
 from ..checks import Batch
 from ..fast import BAD_INPUT, OK, SINGULAR, fast_model
@@ -468,25 +468,15 @@ def derivatives_many(mf, mi, q, v, x, T, forward, out):
 
 
 def workspace_of(model: Model) -> np.ndarray:
-    """The single-sample workspace of `model`, kept in its instance dictionary like core.fast's.
-
-    The first one also compiles `derivatives_one` for its one signature (float64 C-contiguous
-    vectors) and forbids others: then anything else raises TypeError at once, and the caller takes
-    the general path.
-    """
+    """The single-sample workspace of `model`, kept in its instance dictionary like core.fast's."""
     ws = model.__dict__.get("_derivatives_ws")
     if ws is None:
-        if derivatives_one._can_compile:
-            vec, mat = types.float64[::1], types.float64[:, ::1]
-            derivatives_one.compile(types.int64(mat, types.int64[:, ::1], vec, vec, vec, vec, mat, types.boolean,
-                                                types.float64[:, :, ::1]))
-            derivatives_one.disable_compile()
         ws = np.zeros(workspace(model.nb, model.nv))
         object.__setattr__(model, "_derivatives_ws", ws)  # Model is frozen; the cache is no model field
     return ws
 
 
-def derivatives_batch(model: Model, batch: Batch, v: np.ndarray, x: np.ndarray, forward: bool) -> np.ndarray:
+def derivatives_batch(model: Model, batch: Batch, v: np.ndarray, x: np.ndarray, forward: bool) -> np.ndarray | None:
     """(B, 3, nv, nv) for a prepared batch; None when M is singular (forward dynamics only)."""
     fm = fast_model(model)
     out = np.empty((batch.q.shape[0], 3, fm.nv, fm.nv))

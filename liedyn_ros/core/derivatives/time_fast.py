@@ -23,8 +23,9 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from ..fast import OK, SINGULAR
-from ..fast.kinematics import block, chunk_bounds, inertias_block, sizes, transforms_block
+from ..fast import BAD_INPUT, OK, SINGULAR
+from ..fast.kinematics import block, chunk_bounds, inertias_block, inputs_valid, sizes, \
+    transforms_block, vectors_valid
 from ..fast.layout import COORD, INERTIA, MULT, PARENT, SCALE, SCREW
 from ..fast.spatial import bracket, coadjoint_bias, congruence_to_parent, dot6, gravity_in_base, ijit, jit, \
     joint_transform, pjit
@@ -369,15 +370,23 @@ def aba_time_sample(mf, mi, ws, q, v, taus, T, out):
 
 @jit
 def rnea_time_one(mf, mi, q, vd, T, out):
-    """One sample, serial: a parallel kernel's thread start-up would cost more than the sample."""
+    """One sample, inputs unchecked by Python: BAD_INPUT for fewer than two velocity orders, a wrong
+    length, NaN or a pose outside SE(3). Serial: a parallel kernel's thread start-up would cost more
+    than the sample."""
     nb, n, nv = sizes(mi)
+    if not (vd.shape[0] >= 2 and out.shape[0] == vd.shape[0] - 1 and inputs_valid(mi, q, T)
+            and vectors_valid(mi, vd)):
+        return BAD_INPUT
     return rnea_time_sample(mf, mi, np.empty(time_workspace(nb, nv, vd.shape[0])), q, vd, T, out)
 
 
 @jit
 def aba_time_one(mf, mi, q, v, taus, T, out):
-    """One sample, serial (see rnea_time_one)."""
+    """One sample, serial (see rnea_time_one): BAD_INPUT for no torque, a wrong length, NaN or a bad pose."""
     nb, n, nv = sizes(mi)
+    if not (taus.shape[0] >= 1 and out.shape[0] == taus.shape[0] and inputs_valid(mi, q, T)
+            and vectors_valid(mi, (v,)) and vectors_valid(mi, taus)):
+        return BAD_INPUT
     return aba_time_sample(mf, mi, np.empty(time_workspace(nb, nv, taus.shape[0] + 1)), q, v, taus, T, out)
 
 
