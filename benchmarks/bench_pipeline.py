@@ -199,10 +199,10 @@ class Timing(NamedTuple):
     core_median_s: float
 
 
-def time_case(model: Any, source: str, inputs: Inputs, repeats: int) -> Timing:
+def time_case(model: Any, source: str, inputs: Inputs, classes: MessageClasses, repeats: int) -> Timing:
     """Per-sample on_joint_state + build, best of ``repeats``; then the core calls alone."""
     config = PipelineConfig(acceleration_source=source, reference_max_age=0.0)
-    factory = OutputMessageFactory(rclpy_like_classes(), model, config)
+    factory = OutputMessageFactory(classes, model, config)
     odometry = inputs.odometry
     best: np.ndarray | None = None
     for _ in range(repeats):
@@ -263,20 +263,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=3000, help="samples per run (after warm-up)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per case; the best is kept")
+    parser.add_argument("--outputs", choices=("rclpy", "rosbags"), default="rclpy",
+                        help="output message classes: rclpy-shaped stand-ins (the node's) or the "
+                             "rosbags typestore's (the replay's)")
     args = parser.parse_args()
+    if args.outputs == "rclpy":
+        classes = rclpy_like_classes()
+    else:
+        from rosbags.typesys import Stores, get_typestore
+        classes = MessageClasses.from_typestore(get_typestore(Stores.ROS2_HUMBLE))
     robots = {
         "fixed (Panda 7)": core.load_urdf(seven_dof_panda()),
         "floating (Solo12 6+12)": core.load_urdf(
             (ROBOTS / "solo_description/robots/solo12.urdf").read_text(), floating_base=True),
     }
-    print(f"per-sample on_joint_state + build, rclpy-shaped messages; {args.samples} samples after "
+    print(f"per-sample on_joint_state + build ({args.outputs} output classes, rclpy-shaped "
+          f"inputs); {args.samples} samples after "
           f"{WARMUP} warm-up, best of {args.repeats}; target <= {TARGET_S * 1e6:.0f} us")
     print(f"{'source':<10} {'base':<24} {'median us':>9} {'p90 us':>8} {'core us':>8} {'core %':>7}")
     worst = 0.0
     for base, model in robots.items():
         inputs = make_inputs(model, WARMUP + args.samples)
         for source in ("zero", "estimated", "reference"):
-            t = time_case(model, source, inputs, args.repeats)
+            t = time_case(model, source, inputs, classes, args.repeats)
             worst = max(worst, t.p90_s)
             print(f"{source:<10} {base:<24} {t.median_s * 1e6:9.1f} {t.p90_s * 1e6:8.1f} "
                   f"{t.core_median_s * 1e6:8.1f} {100 * t.core_median_s / t.median_s:6.0f}%")

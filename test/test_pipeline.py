@@ -149,6 +149,21 @@ def test_decoder_reorders_shuffled_joints_and_ignores_extra(arm: Any, make_js: M
     np.testing.assert_array_equal(sample.effort, tau)
 
 
+def test_decoder_reads_list_fields_and_float32_arrays_by_value(arm: Any) -> None:
+    """Fields that are not rclpy's array('d') (lists, float32 arrays) are converted, never
+    reinterpreted as bytes."""
+    q, qd, tau = random_state()
+    names, pos, vel, eff = shuffled_with_extra(q, qd, tau)
+    msg = rclpy_joint_state(0, names, pos, vel, eff)
+    msg.position = list(msg.position)
+    msg.effort = array.array("f", msg.effort)
+    sample = JointStateDecoder(arm).decode(msg)
+    assert isinstance(sample, JointSample) and sample.effort is not None
+    np.testing.assert_array_equal(sample.q, q)
+    np.testing.assert_array_equal(sample.qd, qd)
+    np.testing.assert_allclose(sample.effort, tau, rtol=1e-6)
+
+
 def test_decoder_caches_mapping_per_name_tuple(arm: Any) -> None:
     decoder = JointStateDecoder(arm)
     names = list(reversed(ARM))
@@ -317,6 +332,42 @@ def test_estimator_filters_noise_and_resets_on_time_going_backwards() -> None:
     assert a is not None and abs(a[0] - 2.0) < 0.05
     assert est.update(int(0.1e9), np.array([0.0])) is None  # bag looped: history dropped
     assert est.update(int(0.1e9), np.array([5.0])) is None  # repeated stamp replaces, no slope
+
+
+def test_estimator_equals_a_direct_least_squares_fit_over_long_runs() -> None:
+    """The preallocated window (rows moved to the front, buffer grown, repeated stamps, resets)
+    gives the textbook slope over the samples of the window, sample after sample."""
+    rng = np.random.default_rng(3)
+    window_ns, est = 20_000_000, AccelerationEstimator(0.02, 3)
+    stamps: list[int] = []
+    values: list[np.ndarray] = []
+    t = 10**9
+    for k in range(3000):
+        if k == 700:
+            step = -5_000_000                       # time goes backwards: reset
+        elif k == 1500:
+            step = 50_000_000                       # a gap wider than the window: reset
+        elif 2000 <= k < 2600:
+            step = int(rng.integers(10_000, 40_000))  # a fast burst: ~900 samples per window
+        else:
+            step = int(rng.choice([0, 1_000_000, 1_200_000]))  # 0: a repeated stamp
+        t += step
+        v = rng.normal(size=4)
+        if stamps and (t < stamps[-1] or t - stamps[-1] > window_ns):
+            stamps, values = [], []
+        elif stamps and t == stamps[-1]:
+            stamps.pop(), values.pop()
+        stamps.append(t), values.append(v)
+        while t - stamps[0] >= window_ns:
+            stamps.pop(0), values.pop(0)
+        got = est.update(t, v)
+        if len(stamps) < 3:
+            assert got is None
+            continue
+        ts = (np.array(stamps) - t) * 1e-9
+        expected = np.polyfit(ts, np.array(values), 1)[0]
+        assert got is not None
+        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-6)
 
 
 def test_estimate_accelerations_batch_equals_streaming() -> None:
