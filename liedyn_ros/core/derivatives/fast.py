@@ -414,6 +414,32 @@ def cholesky_solve_columns(L, X, scale):
             X[r, c] *= d
 
 
+@ijit
+def cholesky_inverse(L, X):
+    """X = (L L^T)^-1 = Z^T Z with Z = L^-1 (lower triangular), a third of the work of solving
+    against the identity: the zeros of Z and the symmetry of X are skipped.
+
+    Z is built in the lower triangle of X, then overwritten row by row by Z^T Z: entry (i, j <= i)
+    is sum_{m >= i} Z[m, i] Z[m, j], which needs row i (diagonal last) and the rows below only.
+    """
+    k = L.shape[0]
+    X[:, :] = 0.0
+    for c in range(k):  # Z[r, c] = (delta_rc - sum_{c <= m < r} L[r, m] Z[m, c]) / L[r, r]
+        X[c, c] = 1.0 / L[c, c]
+        for r in range(c + 1, k):
+            acc = 0.0
+            for m in range(c, r):
+                acc -= L[r, m] * X[m, c]
+            X[r, c] = acc / L[r, r]
+    for i in range(k):
+        for j in range(i + 1):  # j = i last: Z[i, i] enters every entry of row i
+            acc = 0.0
+            for m in range(i, k):
+                acc += X[m, i] * X[m, j]
+            X[i, j] = acc
+            X[j, i] = acc
+
+
 @jit
 def derivatives_sample(mf, mi, ws, q, v, x, T, forward, out):
     """out (3, nv, nv): (dtau/dq, dtau/dv, M) for x = a, or (dqdd/dq, dqdd/dv, M^-1) for x = tau (forward)."""
@@ -439,10 +465,7 @@ def derivatives_sample(mf, mi, ws, q, v, x, T, forward, out):
     if forward:
         cholesky_solve_columns(L, dq, -1.0)
         cholesky_solve_columns(L, dv, -1.0)
-        M[:, :] = 0.0
-        for r in range(nv):
-            M[r, r] = 1.0
-        cholesky_solve_columns(L, M, 1.0)
+        cholesky_inverse(L, M)
     return OK
 
 
