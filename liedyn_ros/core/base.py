@@ -32,18 +32,21 @@ def pose_from_position_quaternion(position, quaternion_xyzw) -> np.ndarray:
     """
     p = check_vector("position", position, 3)
     quat = check_vector("quaternion", quaternion_xyzw, 4)
-    norm = np.linalg.norm(quat, axis=-1, keepdims=True)
+    norm = np.sqrt(np.einsum("...i,...i->...", quat, quat))
     if np.any(norm < 1e-9):
         raise ValueError("quaternion: zero quaternion is not a rotation")
-    x, y, z, w = np.moveaxis(quat / norm, -1, 0)
-    R = np.stack([
-        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], -1),
-        np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], -1),
-        np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], -1),
-    ], -2)
-    shape = np.broadcast_shapes(p.shape[:-1], R.shape[:-2])
-    T = np.zeros(shape + (4, 4))
-    T[..., :3, :3] = R
+    x, y, z, w = np.moveaxis(quat / norm[..., None], -1, 0)
+    T = np.zeros(np.broadcast_shapes(p.shape[:-1], quat.shape[:-1]) + (4, 4))
+    # Entry by entry: one node callback converts one odometry message, so this path must be cheap.
+    T[..., 0, 0] = 1 - 2 * (y * y + z * z)
+    T[..., 0, 1] = 2 * (x * y - z * w)
+    T[..., 0, 2] = 2 * (x * z + y * w)
+    T[..., 1, 0] = 2 * (x * y + z * w)
+    T[..., 1, 1] = 1 - 2 * (x * x + z * z)
+    T[..., 1, 2] = 2 * (y * z - x * w)
+    T[..., 2, 0] = 2 * (x * z - y * w)
+    T[..., 2, 1] = 2 * (y * z + x * w)
+    T[..., 2, 2] = 1 - 2 * (x * x + y * y)
     T[..., :3, 3] = p
     T[..., 3, 3] = 1.0
     return T
