@@ -169,6 +169,14 @@ def body_force(I, V, A, h, f):
 
 
 @ijit
+def body_terms(I, V, A, f, B, K, h):
+    """f = I A - ad*_V I V and B = I ad_V + ad*_V I + ad*bar(I V) of one body (K, h: scratch)."""
+    body_force(I, V, A, h, f)
+    B[:, :] = 0.0
+    add_coupling(I, V, h, K, B)
+
+
+@ijit
 def add_to(x, out):
     for r in range(x.shape[0]):
         out[r] += x[r]
@@ -180,7 +188,7 @@ def add_to(x, out):
 @jit
 def workspace(nb, nv):
     """Floats one sample needs (see `views`)."""
-    return 12 * nb + 6 * 7 * nb + (6 * 4 + 36 * 3) * (nb + 1) + 36 + 12 + nv * nv + 2 * nv
+    return 12 * nb + 6 * 7 * nb + (6 * 4 + 36 * 2) * (nb + 1) + 36 + 12 + nv * nv + 2 * nv
 
 
 @ijit
@@ -197,18 +205,17 @@ def views(ws, nb, nv):
     A, o = block(ws, o, nb + 1, 6)
     dA, o = block(ws, o, nb + 1, 6)
     Fc, o = block(ws, o, nb + 1, 6)
-    I, o = inertias_block(ws, o, nb + 1)
-    Ic, o = inertias_block(ws, o, nb + 1)
+    Ic, o = inertias_block(ws, o, nb + 1)  # I_k, then the subtree sums I^c_i
     Bc, o = inertias_block(ws, o, nb + 1)
     K, o = block(ws, o, 6, 6)
     tmp, o = block(ws, o, 2, 6)
     L, o = block(ws, o, nv, nv)
     x, o = block(ws, o, 2, nv)
-    return R, p, s, a, b, y, z, Uq, Uv, V, A, dA, Fc, I, Ic, Bc, K, tmp, L, x
+    return R, p, s, a, b, y, z, Uq, Uv, V, A, dA, Fc, Ic, Bc, K, tmp, L, x
 
 
 @ijit
-def forward_pass(mf, mi, q, v, x, T, R, p, s, V, A, Fc, I, Ic, Bc, K, tmp):
+def forward_pass(mf, mi, q, v, x, T, R, p, s, V, A, Fc, Ic, Bc, K, tmp):
     """Poses, screws, twists, accelerations (generalized accelerations x), I_k, f_k, B_k; subtree sums.
 
     Returns a_g, the gravity acceleration of the base frame, in tmp[1].
@@ -245,16 +252,13 @@ def forward_pass(mf, mi, q, v, x, T, R, p, s, V, A, Fc, I, Ic, Bc, K, tmp):
         bracket(V[i], s[i], tmp[0])
         for r in range(6):
             A[i, r] = A[par, r] + tmp[0, r] * qd + s[i, r] * qdd
-        inertia_to_root(mf, i, R[i], p[i], I[i])
-    for i in range(nb + 1):
-        if i == nb:
-            for r in range(6):
-                for c in range(6):
-                    I[nb, r, c] = mf[nb, INERTIA + 6 * r + c] if base else 0.0
-        Ic[i] = I[i]
-        Bc[i] = 0.0
-        body_force(I[i], V[i], A[i], tmp[0], Fc[i])
-        add_coupling(I[i], V[i], tmp[0], K, Bc[i])
+        # I_k straight into its subtree sum's slot (the backward loop adds the children), f_k, B_k
+        inertia_to_root(mf, i, R[i], p[i], Ic[i])
+        body_terms(Ic[i], V[i], A[i], Fc[i], Bc[i], K, tmp[0])
+    for r in range(6):
+        for c in range(6):
+            Ic[nb, r, c] = mf[nb, INERTIA + 6 * r + c] if base else 0.0
+    body_terms(Ic[nb], V[nb], A[nb], Fc[nb], Bc[nb], K, tmp[0])
     for i in range(nb - 1, -1, -1):
         par = mi[i, PARENT] if mi[i, PARENT] >= 0 else nb
         Ic[par] += Ic[i]
@@ -291,8 +295,10 @@ def mass_matrix_and_bias(mf, mi, s, a, Ic, Fc, M, bias):
 
 
 @ijit
-def accelerate(mf, mi, x, s, A, dA, I, Fc, tmp):
-    """Add the generalized accelerations x to a pass made with zero: A_k += dA_k, F^c_i += sum I_k dA_k."""
+def accelerate(mf, mi, x, s, a, A, dA, Ic, Fc, tmp):
+    """Add the generalized accelerations x to a pass made with zero: A_k += dA_k and
+    F^c_i += sum_{k in subtree(i)} I_k dA_k = I^c_i dA_i + sum_{j in subtree(i), j != i} a_j qdd_j,
+    since dA_k - dA_i sums s_j qdd_j over the path from i down to k (a_j = I^c_j s_j)."""
     nb, n, nv = sizes(mi)
     base = nv - n
     for r in range(6):
@@ -302,15 +308,17 @@ def accelerate(mf, mi, x, s, A, dA, I, Fc, tmp):
         qdd = mf[i, MULT] * x[base + mi[i, COORD]]
         for r in range(6):
             dA[i, r] = dA[par, r] + s[i, r] * qdd
-    for i in range(nb + 1):  # dA_k is spent on the way: dA_k <- I_k dA_k
+    for i in range(nb + 1):  # dA_k is spent on the way: dA_k <- a_k qdd_k (0 for the base)
         add_to(dA[i], A[i])
-        mat6_vec(I[i], dA[i], tmp)
-        dA[i] = tmp
-    for i in range(nb - 1, -1, -1):  # subtree sums, as for F^c
+        mat6_vec(Ic[i], dA[i], tmp)
+        add_to(tmp, Fc[i])
+        qdd = mf[i, MULT] * x[base + mi[i, COORD]] if i < nb else 0.0
+        for r in range(6):
+            dA[i, r] = a[i, r] * qdd if i < nb else 0.0
+    for i in range(nb - 1, -1, -1):  # subtree sums of a_j qdd_j, each into the parent's F^c
         par = mi[i, PARENT] if mi[i, PARENT] >= 0 else nb
         add_to(dA[i], dA[par])
-    for i in range(nb + 1):
-        add_to(dA[i], Fc[i])
+        add_to(dA[i], Fc[par])
 
 
 @ijit
@@ -444,12 +452,12 @@ def cholesky_inverse(L, X):
 def derivatives_sample(mf, mi, ws, q, v, x, T, forward, out):
     """out (3, nv, nv): (dtau/dq, dtau/dv, M) for x = a, or (dqdd/dq, dqdd/dv, M^-1) for x = tau (forward)."""
     nb, n, nv = sizes(mi)
-    R, p, s, a, b, y, z, Uq, Uv, V, A, dA, Fc, I, Ic, Bc, K, tmp, L, xs = views(ws, nb, nv)
+    R, p, s, a, b, y, z, Uq, Uv, V, A, dA, Fc, Ic, Bc, K, tmp, L, xs = views(ws, nb, nv)
     dq, dv, M = out[0], out[1], out[2]
     if forward:
         acc, bias = xs[0], xs[1]
         acc[:] = 0.0
-        forward_pass(mf, mi, q, v, acc, T, R, p, s, V, A, Fc, I, Ic, Bc, K, tmp)
+        forward_pass(mf, mi, q, v, acc, T, R, p, s, V, A, Fc, Ic, Bc, K, tmp)
         mass_matrix_and_bias(mf, mi, s, a, Ic, Fc, M, bias)
         L[:, :] = M
         if not cholesky(L):
@@ -457,9 +465,9 @@ def derivatives_sample(mf, mi, ws, q, v, x, T, forward, out):
         for r in range(nv):
             acc[r] = x[r] - bias[r]
         cholesky_solve_columns(L, xs[0:1].T, 1.0)
-        accelerate(mf, mi, acc, s, A, dA, I, Fc, tmp[0])
+        accelerate(mf, mi, acc, s, a, A, dA, Ic, Fc, tmp[0])
     else:
-        forward_pass(mf, mi, q, v, x, T, R, p, s, V, A, Fc, I, Ic, Bc, K, tmp)
+        forward_pass(mf, mi, q, v, x, T, R, p, s, V, A, Fc, Ic, Bc, K, tmp)
         mass_matrix_and_bias(mf, mi, s, a, Ic, Fc, M, xs[1])
     columns(mf, mi, s, a, b, y, z, Uq, Uv, V, A, Fc, Ic, Bc, M, dq, dv, K, tmp)
     if forward:
