@@ -30,18 +30,19 @@ ROBOTS = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-ro
 OUT = Path(__file__).with_name("time_derivatives.png")
 
 
-def per_call(f: Callable[[], object], min_time: float = 0.3) -> float:
-    """Best of 5 rounds of mean seconds per call."""
+def per_call(f: Callable[[], object], min_time: float = 0.3, rounds: int = 20) -> float:
+    """Best of `rounds` rounds of mean seconds per call: many short rounds, so that the best one
+    misses the other processes of a shared machine."""
     f()
     n, best = 1, math.inf
     while True:
         t = time.perf_counter()
         for _ in range(n):
             f()
-        if time.perf_counter() - t > min_time / 5:
+        if time.perf_counter() - t > min_time / rounds:
             break
         n *= 2
-    for _ in range(5):
+    for _ in range(rounds):
         t = time.perf_counter()
         for _ in range(n):
             f()
@@ -148,26 +149,33 @@ def _casadi_rnea(model: core.Model, q, qd, qdd):
 
 
 def time_derivative_tables(orders: list[int], bodies: list[int], fixed_order: int, casadi_max_bodies: int) -> dict:
+    """Per-call times vs order (chain of 10) and vs bodies (order fixed_order), with growth ratios.
+
+    Ali et al. predict quadratic growth in the order (order k sums k + 1 Leibniz terms, so orders
+    0..r cost (r + 1)(r + 2) / 2 term evaluations) and linear growth in the bodies; the ratio columns
+    put our measured growth next to those counts.
+    """
     res: dict = {"orders": orders, "bodies": bodies, "fixed_order": fixed_order}
     rng = np.random.default_rng(1)
     model = core.load_urdf(chain_urdf(10))
-    rows = []
-    for r in orders:
-        rows.append((r,) + _time_one(model, r, rng, casadi=True))
-    res["by_order"] = rows
-    print("\nTime derivatives vs order r (chain of 10 bodies), microseconds per call")
-    print(f"{'r':>2s} {'rnea_time (ours)':>17s} {'aba_time (ours)':>16s} {'casadi ID jtimes':>17s} {'casadi build s':>15s}")
-    for r, t_id, t_fd, t_ca, t_build in rows:
-        print(f"{r:2d} {t_id * 1e6:17.0f} {t_fd * 1e6:16.0f} {t_ca * 1e6:17.0f} {t_build:15.2f}")
-    rows = []
-    for nb_ in bodies:
-        m = core.load_urdf(chain_urdf(nb_))
-        rows.append((nb_,) + _time_one(m, fixed_order, rng, casadi=nb_ <= casadi_max_bodies))
-    res["by_bodies"] = rows
-    print(f"\nTime derivatives vs number of bodies (order r = {fixed_order}), microseconds per call")
-    print(f"{'nb':>3s} {'rnea_time (ours)':>17s} {'aba_time (ours)':>16s} {'casadi ID jtimes':>17s} {'casadi build s':>15s}")
-    for nb_, t_id, t_fd, t_ca, t_build in rows:
-        print(f"{nb_:3d} {t_id * 1e6:17.0f} {t_fd * 1e6:16.0f} {t_ca * 1e6:17.0f} {t_build:15.2f}")
+    res["by_order"] = [(r,) + _time_one(model, r, rng, casadi=True) for r in orders]
+    print("\nTime derivatives vs order r (chain of 10 bodies), microseconds per call; x = ratio to r = 0")
+    print(f"{'r':>2s} {'rnea_time':>10s} {'x':>5s} {'aba_time':>9s} {'x':>5s} {'casadi':>8s} {'x':>5s} "
+          f"{'(r+1)(r+2)/2':>13s} {'ours/casadi':>12s} {'casadi build s':>15s}")
+    t0 = res["by_order"][0]
+    for r, t_id, t_fd, t_ca, t_build in res["by_order"]:
+        print(f"{r:2d} {t_id * 1e6:10.1f} {t_id / t0[1]:5.1f} {t_fd * 1e6:9.1f} {t_fd / t0[2]:5.1f} "
+              f"{t_ca * 1e6:8.1f} {t_ca / t0[3]:5.1f} {(r + 1) * (r + 2) // 2:13d} {t_id / t_ca:12.2f} {t_build:15.2f}")
+    res["by_bodies"] = [(nb_,) + _time_one(core.load_urdf(chain_urdf(nb_)), fixed_order, rng,
+                                           casadi=nb_ <= casadi_max_bodies) for nb_ in bodies]
+    print(f"\nTime derivatives vs number of bodies (order r = {fixed_order}), microseconds per call; "
+          f"x = ratio to nb = {bodies[0]}")
+    print(f"{'nb':>3s} {'rnea_time':>10s} {'x':>5s} {'aba_time':>9s} {'x':>5s} {'casadi':>8s} {'x':>5s} "
+          f"{'nb/' + str(bodies[0]):>6s} {'ours/casadi':>12s} {'casadi build s':>15s}")
+    t0 = res["by_bodies"][0]
+    for nb_, t_id, t_fd, t_ca, t_build in res["by_bodies"]:
+        print(f"{nb_:3d} {t_id * 1e6:10.1f} {t_id / t0[1]:5.1f} {t_fd * 1e6:9.1f} {t_fd / t0[2]:5.1f} "
+              f"{t_ca * 1e6:8.1f} {t_ca / t0[3]:5.1f} {nb_ / bodies[0]:6.1f} {t_id / t_ca:12.2f} {t_build:15.2f}")
     return res
 
 
@@ -202,14 +210,15 @@ def plot(res: dict) -> None:
         ax1.semilogy(o[:, 0], o[:, col] * 1e6, "o-", label=label)
     ax1.set_xlabel("derivative order r")
     ax1.set_ylabel("microseconds per call")
-    ax1.set_title("chain of 10 bodies")
+    ax1.set_title("chain of 10 bodies: per call vs order")
     ax1.legend()
     b = np.array(res["by_bodies"], dtype=float)
     for col, label in ((1, "rnea_time_derivatives (ours)"), (2, "aba_time_derivatives (ours)"),
                        (3, "CasADi jtimes on ID")):
-        ax2.plot(b[:, 0], b[:, col] * 1e6, "o-", label=label)
+        ax2.semilogy(b[:, 0], b[:, col] * 1e6, "o-", label=label)
     ax2.set_xlabel("number of bodies")
-    ax2.set_title(f"order r = {res['fixed_order']}")
+    ax2.set_title(f"order r = {res['fixed_order']}: per call vs bodies")
+    ax2.set_ylabel("microseconds per call")
     ax2.legend()
     fig.tight_layout()
     fig.savefig(OUT, dpi=120)
