@@ -217,8 +217,9 @@ def hybrid_one(mf, mi, q, v, u, prescribed, T, tau, a):
         return BAD_INPUT
     nb, n, nv = sizes(mi)
     ws = workspace(mf, mi)
+    # Sample index np.int64(0), not the literal 0, which numba would compile a second hybrid_sample for.
     return hybrid_sample(mf, mi, ws, q, v, u, prescribed, T, ws[:0].reshape((0, nb, 6)), ws[:0].reshape((0, 6)),
-                         0, tau, a)
+                         np.int64(0), tau, a)
 
 
 @pjit

@@ -106,7 +106,8 @@ def rnea_one(mf, mi, q, v, a, T, out):
         return BAD_INPUT
     nb, n, nv = sizes(mi)
     ws = workspace(mf, mi)
-    return rnea_sample(mf, mi, ws, q, v, a, T, ws[:0].reshape((0, nb, 6)), ws[:0].reshape((0, 6)), 0, out)
+    # Sample index np.int64(0), not the literal 0, which numba would compile a second rnea_sample for.
+    return rnea_sample(mf, mi, ws, q, v, a, T, ws[:0].reshape((0, nb, 6)), ws[:0].reshape((0, 6)), np.int64(0), out)
 
 
 @jit
