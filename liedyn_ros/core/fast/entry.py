@@ -54,24 +54,28 @@ single = _SingleKernels()
 
 
 def drop_stale_cache() -> None:
-    """Delete numba's cached kernels when any source file of this package changed.
+    """Delete numba's cached kernels when any source file of the compiled paths changed.
 
     Numba keys a cached function on its own file only: a kernel in rnea.py would keep an old
-    inlined step of spatial.py. A stamp of all sources in __pycache__ catches that.
+    inlined step of spatial.py, and the derivative kernels inline these steps too. A stamp of
+    the sources of fast/ and derivatives/ in __pycache__ catches that.
     """
     here = Path(__file__).parent
-    digest = hashlib.sha256(b"".join(f.read_bytes() for f in sorted(here.glob("*.py")))).hexdigest()
-    cache = here / "__pycache__"
-    stamp = cache / "liedyn_fast.stamp"
+    folders = [here, here.parent / "derivatives"]
+    sources = sorted(f for folder in folders for f in folder.glob("*.py"))
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in sources)).hexdigest()
+    stamp = here / "__pycache__" / "liedyn_fast.stamp"
     try:
         if stamp.read_text() == digest:
             return
     except OSError:
         pass
     try:
-        cache.mkdir(exist_ok=True)
-        for f in [*cache.glob("*.nbi"), *cache.glob("*.nbc")]:
-            f.unlink()
+        for folder in folders:
+            cache = folder / "__pycache__"
+            cache.mkdir(exist_ok=True)
+            for f in [*cache.glob("*.nbi"), *cache.glob("*.nbc")]:
+                f.unlink()
         stamp.write_text(digest)
     except OSError:  # a read-only install: numba caches elsewhere (NUMBA_CACHE_DIR) or not at all
         pass
