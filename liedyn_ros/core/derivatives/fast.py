@@ -48,7 +48,7 @@ from ..fast import BAD_INPUT, OK, SINGULAR, fast_model
 from ..fast.kinematics import block, chunk_bounds, inertias_block, inputs_valid, sizes, transforms_block, \
     vectors_valid
 from ..fast.layout import COORD, INERTIA, MULT, PARENT, SCREW
-from ..fast.spatial import bracket, coadjoint_bias, dot6, gravity_in_base, ijit, jit, joint_transform, pjit
+from ..fast.spatial import bracket, cholesky, coadjoint_bias, dot6, gravity_in_base, ijit, jit, joint_transform, pjit
 from ..model import Model
 
 __all__ = ["derivatives_one", "derivatives_batch", "rnea_derivatives_fast", "workspace_of"]
@@ -372,26 +372,6 @@ def columns(mf, mi, s, a, b, y, z, Uq, Uv, V, A, Fc, Ic, Bc, M, dq, dv, K, tmp):
             coadjoint_bias(tmp[1], M[r, 0:6], tmp[0])
             for c in range(6):
                 dq[r, c] = -tmp[0, c]
-
-
-@ijit
-def cholesky(L):
-    """L <- its lower Cholesky factor, in place; False when a pivot is not positive."""
-    k = L.shape[0]
-    for j in range(k):
-        d = L[j, j]
-        for m in range(j):
-            d -= L[j, m] * L[j, m]
-        if not d > 0.0:
-            return False
-        d = np.sqrt(d)
-        L[j, j] = d
-        for r in range(j + 1, k):
-            acc = L[r, j]
-            for m in range(j):
-                acc -= L[r, m] * L[j, m]
-            L[r, j] = acc / d
-    return True
 
 
 @ijit

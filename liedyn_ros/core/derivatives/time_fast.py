@@ -27,9 +27,9 @@ from ..fast import BAD_INPUT, OK, SINGULAR
 from ..fast.kinematics import block, chunk_bounds, inertias_block, inputs_valid, sizes, \
     transforms_block, vectors_valid
 from ..fast.layout import COORD, INERTIA, MULT, PARENT, SCALE, SCREW
-from ..fast.spatial import bracket, coadjoint_bias, congruence_to_parent, dot6, gravity_in_base, ijit, jit, \
-    joint_transform, pjit
-from .fast import cholesky, cholesky_solve_columns, mat6_vec, mat6T_vec
+from ..fast.spatial import body_inertia_times, bracket, cholesky, coadjoint_bias, congruence_to_parent, dot6, \
+    gravity_in_base, ijit, jit, joint_transform, pjit
+from .fast import cholesky_solve_columns, mat6_vec, mat6T_vec
 
 __all__ = ["time_workspace", "rnea_time_one", "aba_time_one", "rnea_time_many", "aba_time_many"]
 
@@ -86,16 +86,6 @@ def binomials(C):
         C[k, 0] = 1.0
         for j in range(1, k + 1):
             C[k, j] = C[k - 1, j - 1] + C[k - 1, j]
-
-
-@ijit
-def inertia_times(mf, i, x, out):
-    """out = J_i x (i = nb: the base)."""
-    for r in range(6):
-        acc = 0.0
-        for m in range(6):
-            acc += mf[i, INERTIA + 6 * r + m] * x[m]
-        out[r] = acc
 
 
 @ijit
@@ -176,9 +166,9 @@ def known_terms(mf, mi, k, Xd, qd, V, G, F, C, c, pb, T66, tmp):
         if i == nb and not base:
             pb[nb] = 0.0
             continue
-        inertia_times(mf, i, G[k, i], pb[i])
+        body_inertia_times(mf, i, G[k, i], pb[i])
         for j in range(k + 1):
-            inertia_times(mf, i, V[k - j, i], tmp[1])
+            body_inertia_times(mf, i, V[k - j, i], tmp[1])
             tmp[0] = 0.0
             coadjoint_bias(V[j, i], tmp[1], tmp[0])
             for r in range(6):
@@ -212,7 +202,7 @@ def rnea_step(mf, mi, k, Xd, c, pb, V0n, qdn, Vn, Fn, tau, with_bias):
         if i == nb and not base:
             Fn[nb] = 0.0
             continue
-        inertia_times(mf, i, Vn[i], Fn[i])
+        body_inertia_times(mf, i, Vn[i], Fn[i])
         if with_bias:
             for r in range(6):
                 Fn[i, r] += pb[i, r]

@@ -353,11 +353,8 @@ def adbar_matrix(h, out):
 
 
 @ijit
-def cholesky_solve(A, x):
-    """Solve A y = x in place for a symmetric positive definite A (overwritten by its factor L).
-
-    Returns False when a pivot is not positive (A singular or indefinite).
-    """
+def cholesky(A):
+    """A <- its lower Cholesky factor L (A = L L^T), in place; False when a pivot is not positive."""
     k = A.shape[0]
     for j in range(k):
         d = A[j, j]
@@ -372,6 +369,18 @@ def cholesky_solve(A, x):
             for m in range(j):
                 s -= A[r, m] * A[j, m]
             A[r, j] = s / d
+    return True
+
+
+@ijit
+def cholesky_solve(A, x):
+    """Solve A y = x in place for a symmetric positive definite A (overwritten by its factor L).
+
+    Returns False when a pivot is not positive (A singular or indefinite).
+    """
+    if not cholesky(A):
+        return False
+    k = A.shape[0]
     for r in range(k):  # L z = x
         s = x[r]
         for m in range(r):
