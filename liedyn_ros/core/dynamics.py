@@ -4,7 +4,8 @@ A single sample of float64 vectors goes straight to a `*_one` kernel, which chec
 and the pose itself (a few hundred nanoseconds instead of numpy's microseconds). Anything else
 (lists, batches, external wrenches, other dtypes) makes the kernel's dispatcher raise TypeError
 and takes the general path: `checks.prepare` validates and flattens it, a parallel `*_many`
-kernel computes it. Whenever a kernel reports bad input or a singular inertia, the readable
+kernel computes it. Lists and batches are sent to the general path before the kernel: a
+dispatcher that refuses its arguments takes about a millisecond to explain why. Whenever a kernel reports bad input or a singular inertia, the readable
 reference implementation (`liedyn_ros.core.reference`) runs on the same arguments: it raises
 the precise error.
 """
@@ -26,6 +27,11 @@ from .reference.hybrid import _mask as check_prescribed
 __all__ = ["rnea", "aba", "gravity", "mass_matrix", "coriolis_matrix", "hybrid"]
 
 
+def _sample(q, *vectors) -> bool:
+    """Worth trying a single-sample kernel: q is a 1-D numpy array and the vectors are numpy arrays."""
+    return type(q) is np.ndarray and q.ndim == 1 and all(type(x) is np.ndarray for x in vectors)
+
+
 def _forces(fm: FastModel, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
     """The batch's external wrenches on bodies and base, or empty arrays when there are none."""
     if batch.f_body is None:
@@ -39,7 +45,7 @@ def rnea(model: Model, q, v, a, *, base_pose=None, f_ext=None) -> np.ndarray:
     For a floating base the first six entries are the base wrench (m, f) in the base frame.
     """
     fm = fast_model(model)
-    if f_ext is None and (base_pose is None) != fm.floating:
+    if f_ext is None and (base_pose is None) != fm.floating and _sample(q, v, a):
         out = np.empty(fm.nv)
         try:
             if single.rnea_one(fm.mf, fm.mi, q, v, a, fm.identity if base_pose is None else base_pose, out) == OK:
@@ -55,7 +61,7 @@ def rnea(model: Model, q, v, a, *, base_pose=None, f_ext=None) -> np.ndarray:
 def gravity(model: Model, q, *, base_pose=None) -> np.ndarray:
     """g(q) = rnea(q, 0, 0): the generalized forces that hold the robot still against gravity."""
     fm = fast_model(model)
-    if (base_pose is None) != fm.floating:
+    if (base_pose is None) != fm.floating and _sample(q):
         out = np.empty(fm.nv)
         try:
             if single.gravity_one(fm.mf, fm.mi, q, fm.identity if base_pose is None else base_pose, out) == OK:
@@ -74,7 +80,7 @@ def mass_matrix(model: Model, q, *, base_pose=None) -> np.ndarray:
     For a floating base the first six rows and columns belong to the base twist (omega, v).
     """
     fm = fast_model(model)
-    if base_pose is None or fm.floating:
+    if (base_pose is None or fm.floating) and _sample(q):
         out = np.empty((fm.nv, fm.nv))
         try:
             if single.mass_matrix_one(fm.mf, fm.mi, q, fm.identity if base_pose is None else base_pose, out) == OK:
@@ -90,7 +96,7 @@ def mass_matrix(model: Model, q, *, base_pose=None) -> np.ndarray:
 def coriolis_matrix(model: Model, q, v, *, base_pose=None) -> np.ndarray:
     """C(q, v) with C v = rnea(q, v, 0) - g(q) and Mdot - 2C skew-symmetric, shape (..., nv, nv)."""
     fm = fast_model(model)
-    if base_pose is None or fm.floating:
+    if (base_pose is None or fm.floating) and _sample(q, v):
         out = np.empty((fm.nv, fm.nv))
         try:
             if single.coriolis_one(fm.mf, fm.mi, q, v, fm.identity if base_pose is None else base_pose, out) == OK:
@@ -112,7 +118,7 @@ def hybrid(model: Model, q, v, a_or_tau, prescribed, *, base_pose=None, f_ext=No
     """
     fm = fast_model(model)
     mask = check_prescribed(model, prescribed)
-    if f_ext is None and (base_pose is None) != fm.floating:
+    if f_ext is None and (base_pose is None) != fm.floating and _sample(q, v, a_or_tau):
         tau, a = np.empty(fm.nv), np.empty(fm.nv)
         try:
             if single.hybrid_one(fm.mf, fm.mi, q, v, a_or_tau, mask, fm.identity if base_pose is None else base_pose,
@@ -130,7 +136,7 @@ def aba(model: Model, q, v, tau, *, base_pose=None, f_ext=None) -> np.ndarray:
     for a free-floating robot), and a starts with the base acceleration dV_0/dt.
     """
     fm = fast_model(model)
-    if f_ext is None and (base_pose is None) != fm.floating:
+    if f_ext is None and (base_pose is None) != fm.floating and _sample(q, v, tau):
         tau_out, a = np.empty(fm.nv), np.empty(fm.nv)
         try:
             if single.hybrid_one(fm.mf, fm.mi, q, v, tau, fm.free, fm.identity if base_pose is None else base_pose,
