@@ -13,7 +13,7 @@ import unittest
 import pytest
 
 SKIP_REASON = "ROS 2 is not installed here (no {}): source a ROS 2 workspace to run the node test"
-launch_testing = pytest.importorskip("launch_testing", reason=SKIP_REASON.format("launch_testing"))
+pytest.importorskip("launch_testing", reason=SKIP_REASON.format("launch_testing"))
 rclpy = pytest.importorskip("rclpy", reason=SKIP_REASON.format("rclpy"))
 
 import launch  # noqa: E402
