@@ -6,4 +6,4 @@ python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e ".[test]"
 PYTHON=.venv/bin/python bash scripts/typecheck.sh
-.venv/bin/python -m pytest -q test "$@"
+.venv/bin/python -m pytest -q -rs --doctest-modules test liedyn_ros/core "$@"
