@@ -9,10 +9,8 @@ Run: python benchmarks/bench_core.py [--batch N] [--threads T]
 from __future__ import annotations
 
 import argparse
-import sysconfig
 import time
 import timeit
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -20,8 +18,9 @@ import pinocchio as pin
 
 from liedyn_ros import core
 from liedyn_ros.core import base as conversions
+from liedyn_ros.robot_data import robots_dir
 
-ROBOTS = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
+ROBOTS = robots_dir()
 ROBOT_FILES = {"panda": ("panda_description/urdf/panda.urdf", False),
                "talos reduced": ("talos_data/robots/talos_reduced.urdf", True)}
 

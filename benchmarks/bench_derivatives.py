@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import math
 import re
-import sysconfig
 import time
 from pathlib import Path
 from typing import Callable
@@ -25,8 +24,9 @@ import numpy as np
 import pinocchio as pin
 
 from liedyn_ros import core
+from liedyn_ros.robot_data import robots_dir
 
-ROBOTS = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
+ROBOTS = robots_dir()
 OUT = Path(__file__).with_name("time_derivatives.png")
 
 

@@ -18,18 +18,22 @@ from __future__ import annotations
 import argparse
 import array
 import re
-import sysconfig
 import time
-from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
 import liedyn_ros.pipeline as pipeline
 from liedyn_ros import core
-from liedyn_ros.pipeline import DynamicsPipeline, MessageClasses, OutputMessageFactory, PipelineConfig
+from liedyn_ros.pipeline import (
+    DynamicsPipeline,
+    MessageClasses,
+    OutputMessageFactory,
+    PipelineConfig,
+)
+from liedyn_ros.robot_data import robots_dir
 
-ROBOTS = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
+ROBOTS = robots_dir()
 TARGET_S = 100e-6
 WARMUP = 200
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from liedyn_ros import core
+from liedyn_ros.robot_data import robots_dir
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -39,14 +40,11 @@ FF_TOLERANCE = 0.01  # relative RMS
 
 
 def panda_urdf_path() -> Path:
-    """The Panda URDF shipped by example-robot-data (a cmeel package: files under
-    site-packages/cmeel.prefix/share, no Python module)."""
-    relative = Path("cmeel.prefix/share/example-robot-data/robots/panda_description/urdf/panda.urdf")
-    for entry in sys.path:
-        candidate = Path(entry or ".") / relative
-        if candidate.is_file():
-            return candidate
-    raise SystemExit("example-robot-data is not installed: pip install example-robot-data")
+    """The Panda URDF shipped by example-robot-data."""
+    try:
+        return robots_dir() / "panda_description/urdf/panda.urdf"
+    except FileNotFoundError as exc:
+        raise SystemExit(str(exc)) from exc
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,8 @@ matrix exponential, so identities checked with them are independent of `liedyn_r
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import re
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -19,27 +16,12 @@ import pinocchio as pin
 from scipy.linalg import expm
 
 from liedyn_ros import core
+from liedyn_ros.robot_data import robots_dir
 
 REL_TOL = 1e-10
 
 
 # ------------------------------------------------------------------------ example-robot-data
-
-
-def robots_dir() -> Path:
-    """example-robot-data's robots/ folder, found from the installed distribution's file list."""
-    try:
-        for f in importlib.metadata.files("example-robot-data") or ():
-            parts = Path(str(f)).parts
-            if "robots" in parts and "example-robot-data" in parts:
-                path = Path(str(f.locate())).resolve()
-                while path.name != "robots":
-                    path = path.parent
-                return path
-    except importlib.metadata.PackageNotFoundError:
-        pass
-    return Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
-        "site-packages/cmeel.prefix/share/example-robot-data/robots"
 
 
 # The only example-robot-data robots the core tests may use (the others are for outside checks).

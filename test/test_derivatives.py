@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import math
 import re
-import sysconfig
-from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
@@ -22,10 +20,11 @@ from scipy.integrate import solve_ivp
 from scipy.linalg import expm
 
 from liedyn_ros import core
-from liedyn_ros.core import reference  # the committed readable algorithms: the public ones may be mid-rewiring
+from liedyn_ros.core import reference  # finite differences of the readable algorithms
 from liedyn_ros.core.spatial import exp_se3, hat
+from liedyn_ros.robot_data import robots_dir
 
-ROBOTS = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
+ROBOTS = robots_dir()
 PANDA = ROBOTS / "panda_description/urdf/panda.urdf"
 SOLO12 = ROBOTS / "solo_description/robots/solo12.urdf"
 RTOL_PIN = 1e-9

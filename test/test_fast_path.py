@@ -7,25 +7,15 @@ multi-dimensional batches, with and without external wrenches.
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from robots import ROBOT_FILES as FILES
 
 from liedyn_ros import core
 from liedyn_ros.core import reference
+from liedyn_ros.robot_data import robots_dir
 
 REL = 1e-10
-ROBOTS = Path(sys.prefix) / f"lib/python{sys.version_info.major}.{sys.version_info.minor}" / \
-    "site-packages/cmeel.prefix/share/example-robot-data/robots"
-FILES = {
-    "panda": ("panda_description/urdf/panda.urdf", False),
-    "ur5": ("ur_description/urdf/ur5_robot.urdf", False),
-    "solo12": ("solo_description/robots/solo12.urdf", True),
-    "talos": ("talos_data/robots/talos_reduced.urdf", True),
-    "talos_mimic": ("talos_data/robots/talos_full_v2.urdf", True),
-}
 
 
 def random_urdf(rng: np.random.Generator, links: int, floating: bool) -> str:
@@ -61,7 +51,7 @@ def load(name: str) -> core.Model:
         seed = int(name[6:])
         return core.load_urdf(random_urdf(np.random.default_rng(seed), 9, seed % 2 == 1), floating_base=seed % 2 == 1)
     path, floating = FILES[name]
-    return core.load_urdf(str(ROBOTS / path), floating_base=floating)
+    return core.load_urdf(str(robots_dir() / path), floating_base=floating)
 
 
 NAMES = list(FILES) + [f"random{k}" for k in range(4)]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import array
 import re
-import sysconfig
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable
@@ -22,8 +21,8 @@ from liedyn_ros import core
 from liedyn_ros.pipeline import (
     AccelerationEstimator,
     AccelerationSource,
-    DynamicsPipeline,
     BaseState,
+    DynamicsPipeline,
     JointSample,
     JointStateArrays,
     JointStateDecoder,
@@ -36,9 +35,10 @@ from liedyn_ros.pipeline import (
     estimate_accelerations,
     pair_odometry,
 )
+from liedyn_ros.robot_data import robots_dir
 
 # example-robot-data ships its URDFs in the cmeel prefix of site-packages.
-ROBOTS = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
+ROBOTS = robots_dir()
 PANDA_URDF = ROBOTS / "panda_description/urdf/panda.urdf"
 ARM = tuple(f"panda_joint{i}" for i in range(1, 8))
 TYPESTORE = get_typestore(Stores.ROS2_HUMBLE)

@@ -4,19 +4,20 @@ against Pinocchio as an independent reference."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from rosbags.highlevel import AnyReader
 from rosbags.rosbag1 import Writer as Writer1
-from rosbags.rosbag2 import StoragePlugin, Writer as Writer2
+from rosbags.rosbag2 import StoragePlugin
+from rosbags.rosbag2 import Writer as Writer2
 from rosbags.typesys import Stores, get_typestore
 
 from liedyn_ros import core
 from liedyn_ros.replay import ReplayError, ReplayOptions, replay
 from liedyn_ros.replay.cli import main
+from liedyn_ros.robot_data import robots_dir
 
 pin = pytest.importorskip("pinocchio")
 
@@ -28,11 +29,7 @@ GAP = (1.0, 1.3)  # seconds without samples; the motion changes across it
 
 
 def ur5_urdf() -> Path:
-    rel = Path("cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf")
-    for entry in sys.path:
-        if (Path(entry or ".") / rel).is_file():
-            return Path(entry or ".") / rel
-    pytest.skip("example-robot-data is not installed")
+    return robots_dir() / "ur_description/urdf/ur5_robot.urdf"
 
 
 @pytest.fixture(scope="module")
