@@ -527,8 +527,8 @@ def _bad_time_inputs(model: core.Model, rng: np.random.Generator):
 def test_single_sample_time_derivatives_bad_inputs(name):
     """Bad single samples raise the ValueError of checks.prepare, word for word as the reference path;
     the float64 ones are refused by the kernels themselves (BAD_INPUT), not by the dispatcher."""
-    from liedyn_ros.core.derivatives.time_fast import aba_time_one, rnea_time_one
     from liedyn_ros.core.fast import BAD_INPUT, fast_model
+    from liedyn_ros.core.fast.entry import single
 
     model = model_of(name)
     fm = fast_model(model)
@@ -546,11 +546,12 @@ def test_single_sample_time_derivatives_bad_inputs(name):
             assert str(got.value) == str(expected.value), case
         if isinstance(vd, np.ndarray) and vd.ndim == 2 and (T is None) != model.floating_base:
             pose = np.eye(4) if T is None else T
+            vd = np.ascontiguousarray(vd)  # the public functions hand the kernels contiguous orders
             out = np.empty((max(len(vd) - 1, 0), model.nv))
-            assert rnea_time_one(fm.mf, fm.mi, q, vd, pose, out) == BAD_INPUT, case
+            assert single.rnea_time_one(fm.handle, q, vd, pose, out) == BAD_INPUT, case
             if case != "one order":
                 out = np.empty((len(vd), model.nv))
-                assert aba_time_one(fm.mf, fm.mi, q, v, vd, pose, out) == BAD_INPUT, case
+                assert single.aba_time_one(fm.handle, q, v, vd, pose, out) == BAD_INPUT, case
 
 
 def test_bad_inputs_raise_clear_errors():

@@ -194,3 +194,21 @@ def test_singular_inertia_is_reported() -> None:
     model = core.load_urdf(urdf)
     with pytest.raises(ValueError, match="singular"):
         core.aba(model, np.zeros(1), np.zeros(1), np.zeros(1))
+
+
+def test_other_dtypes_and_pickled_models() -> None:
+    """Integer and read-only arrays take the general path; a model sent to another process (pickled)
+    rebuilds its kernel arrays there instead of carrying this process's memory addresses."""
+    import pickle
+
+    model = load("panda")
+    q = np.arange(8) % 3 - 1  # int64
+    v, a = np.ones(8), np.full(8, 0.5)
+    v.flags.writeable = False
+    expected = reference.rnea(model, q.astype(float), v, a)
+    close(core.rnea(model, q, v, a), expected)
+    core.mass_matrix(model, q.astype(float))  # the original's kernel arrays exist before pickling
+    copy = pickle.loads(pickle.dumps(model))
+    assert "_fast" not in copy.__dict__
+    close(core.rnea(copy, q.astype(float), v, a), expected)
+    close(core.mass_matrix(copy, q.astype(float)), reference.mass_matrix(model, q.astype(float)))

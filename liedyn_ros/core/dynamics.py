@@ -5,9 +5,9 @@ and the pose itself (a few hundred nanoseconds instead of numpy's microseconds).
 (lists, batches, external wrenches, other dtypes) makes the kernel's dispatcher raise TypeError
 and takes the general path: `checks.prepare` validates and flattens it, a parallel `*_many`
 kernel computes it. Lists and batches are sent to the general path before the kernel: a
-dispatcher that refuses its arguments takes about a millisecond to explain why. Whenever a kernel reports bad input or a singular inertia, the readable
-reference implementation (`liedyn_ros.core.reference`) runs on the same arguments: it raises
-the precise error.
+dispatcher that refuses its arguments takes about a millisecond to explain why. Whenever a
+kernel reports bad input or a singular inertia, the readable reference implementation
+(`liedyn_ros.core.reference`) runs on the same arguments: it raises the precise error.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 
 from . import reference
 from .checks import Batch, prepare
-from .fast import OK, FastModel, fast_model
+from .fast import OK, FastModel
 from .fast.aba import hybrid_many
 from .fast.coriolis import coriolis_many
 from .fast.crba import mass_matrix_many
@@ -27,17 +27,7 @@ from .reference.hybrid import _mask as check_prescribed
 __all__ = ["rnea", "aba", "gravity", "mass_matrix", "coriolis_matrix", "hybrid"]
 
 
-_ndarray = np.ndarray
-
-
-def _sample(q, *vectors) -> bool:
-    """Worth trying a single-sample kernel: q is a 1-D numpy array and the vectors are numpy arrays."""
-    if type(q) is not _ndarray or q.ndim != 1:
-        return False
-    for x in vectors:  # a plain loop: all() over a generator costs a third of a microsecond
-        if type(x) is not _ndarray:
-            return False
-    return True
+_ndarray, _empty = np.ndarray, np.empty
 
 
 def _forces(fm: FastModel, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
@@ -47,16 +37,23 @@ def _forces(fm: FastModel, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
     return batch.f_body, batch.f_base
 
 
+# The single-sample branches below are written out in each function rather than shared: a helper
+# call costs about a tenth of a microsecond, a twentieth of the Panda's rnea. Each tests that the
+# arguments are numpy arrays, q a vector, and the pose given exactly when the base floats; the
+# kernel checks the rest (dtype, lengths, NaN, SE(3)) or refuses the call with TypeError.
+
 def rnea(model: Model, q, v, a, *, base_pose=None, f_ext=None) -> np.ndarray:
     """Inverse dynamics: tau = M(q) a + C(q, v) v + g(q) - sum_k J_k^T F_ext,k, shape (..., nv).
 
     For a floating base the first six entries are the base wrench (m, f) in the base frame.
     """
-    fm = fast_model(model)
-    if f_ext is None and (base_pose is None) != fm.floating and _sample(q, v, a):
-        out = np.empty(fm.nv)
+    fm = model._fast
+    T = fm.identity if base_pose is None else base_pose
+    if (f_ext is None and type(q) is _ndarray and type(v) is _ndarray and type(a) is _ndarray
+            and type(T) is _ndarray and q.ndim == 1 and (base_pose is None) is fm.fixed):
+        out = _empty(fm.nv)
         try:
-            if single.rnea_one(fm.mf, fm.mi, q, v, a, fm.identity if base_pose is None else base_pose, out) == OK:
+            if single.rnea_one(fm.handle, q, v, a, T, out) == OK:
                 return out
         except TypeError:  # not single float64 vectors: the general path below
             pass
@@ -68,11 +65,12 @@ def rnea(model: Model, q, v, a, *, base_pose=None, f_ext=None) -> np.ndarray:
 
 def gravity(model: Model, q, *, base_pose=None) -> np.ndarray:
     """g(q) = rnea(q, 0, 0): the generalized forces that hold the robot still against gravity."""
-    fm = fast_model(model)
-    if (base_pose is None) != fm.floating and _sample(q):
-        out = np.empty(fm.nv)
+    fm = model._fast
+    T = fm.identity if base_pose is None else base_pose
+    if type(q) is _ndarray and type(T) is _ndarray and q.ndim == 1 and (base_pose is None) is fm.fixed:
+        out = _empty(fm.nv)
         try:
-            if single.gravity_one(fm.mf, fm.mi, q, fm.identity if base_pose is None else base_pose, out) == OK:
+            if single.gravity_one(fm.handle, q, T, out) == OK:
                 return out
         except TypeError:
             pass
@@ -87,11 +85,12 @@ def mass_matrix(model: Model, q, *, base_pose=None) -> np.ndarray:
 
     For a floating base the first six rows and columns belong to the base twist (omega, v).
     """
-    fm = fast_model(model)
-    if (base_pose is None or fm.floating) and _sample(q):
-        out = np.empty((fm.nv, fm.nv))
+    fm = model._fast
+    T = fm.identity if base_pose is None else base_pose
+    if type(q) is _ndarray and type(T) is _ndarray and q.ndim == 1 and (base_pose is None or not fm.fixed):
+        out = _empty((fm.nv, fm.nv))
         try:
-            if single.mass_matrix_one(fm.mf, fm.mi, q, fm.identity if base_pose is None else base_pose, out) == OK:
+            if single.mass_matrix_one(fm.handle, q, T, out) == OK:
                 return out
         except TypeError:
             pass
@@ -103,11 +102,13 @@ def mass_matrix(model: Model, q, *, base_pose=None) -> np.ndarray:
 
 def coriolis_matrix(model: Model, q, v, *, base_pose=None) -> np.ndarray:
     """C(q, v) with C v = rnea(q, v, 0) - g(q) and Mdot - 2C skew-symmetric, shape (..., nv, nv)."""
-    fm = fast_model(model)
-    if (base_pose is None or fm.floating) and _sample(q, v):
-        out = np.empty((fm.nv, fm.nv))
+    fm = model._fast
+    T = fm.identity if base_pose is None else base_pose
+    if (type(q) is _ndarray and type(v) is _ndarray and type(T) is _ndarray and q.ndim == 1
+            and (base_pose is None or not fm.fixed)):
+        out = _empty((fm.nv, fm.nv))
         try:
-            if single.coriolis_one(fm.mf, fm.mi, q, v, fm.identity if base_pose is None else base_pose, out) == OK:
+            if single.coriolis_one(fm.handle, q, v, T, out) == OK:
                 return out
         except TypeError:
             pass
@@ -124,13 +125,14 @@ def hybrid(model: Model, q, v, a_or_tau, prescribed, *, base_pose=None, f_ext=No
     Returns (tau, a), both (..., nv): tau holds the given forces and the forces the prescribed
     motions need; a holds the prescribed accelerations and the resulting free ones.
     """
-    fm = fast_model(model)
+    fm = model._fast
     mask = check_prescribed(model, prescribed)
-    if f_ext is None and (base_pose is None) != fm.floating and _sample(q, v, a_or_tau):
-        tau, a = np.empty(fm.nv), np.empty(fm.nv)
+    T = fm.identity if base_pose is None else base_pose
+    if (f_ext is None and type(q) is _ndarray and type(v) is _ndarray and type(a_or_tau) is _ndarray
+            and type(T) is _ndarray and q.ndim == 1 and (base_pose is None) is fm.fixed):
+        tau, a = _empty(fm.nv), _empty(fm.nv)
         try:
-            if single.hybrid_one(fm.mf, fm.mi, q, v, a_or_tau, mask, fm.identity if base_pose is None else base_pose,
-                          tau, a) == OK:
+            if single.hybrid_one(fm.handle, q, v, a_or_tau, mask, T, tau, a) == OK:
                 return tau, a
         except TypeError:
             pass
@@ -143,12 +145,13 @@ def aba(model: Model, q, v, tau, *, base_pose=None, f_ext=None) -> np.ndarray:
     For a floating base tau starts with the base wrench (m, f) applied in the base frame (zero
     for a free-floating robot), and a starts with the base acceleration dV_0/dt.
     """
-    fm = fast_model(model)
-    if f_ext is None and (base_pose is None) != fm.floating and _sample(q, v, tau):
-        tau_out, a = np.empty(fm.nv), np.empty(fm.nv)
+    fm = model._fast
+    T = fm.identity if base_pose is None else base_pose
+    if (f_ext is None and type(q) is _ndarray and type(v) is _ndarray and type(tau) is _ndarray
+            and type(T) is _ndarray and q.ndim == 1 and (base_pose is None) is fm.fixed):
+        tau_out, a = _empty(fm.nv), _empty(fm.nv)
         try:
-            if single.hybrid_one(fm.mf, fm.mi, q, v, tau, fm.free, fm.identity if base_pose is None else base_pose,
-                          tau_out, a) == OK:
+            if single.hybrid_one(fm.handle, q, v, tau, fm.free, T, tau_out, a) == OK:
                 return a
         except TypeError:
             pass

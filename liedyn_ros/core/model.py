@@ -18,6 +18,7 @@ that map every algorithm runs on bodies and accounts for mimic joints without sp
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -118,6 +119,21 @@ class Model:
     def mass(self) -> float:
         """Total mass of the moving bodies and, for a floating base, the base."""
         return float(self.J[:, 5, 5].sum() + (self.J_base[5, 5] if self.floating_base else 0.0))
+
+    def __getstate__(self) -> dict:
+        """The fields only: the kernels' cached arrays hold memory addresses valid in this process alone."""
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
+    @functools.cached_property
+    def _fast(self):
+        """The compiled kernels' packed arrays (fast.layout.FastModel), built on first use.
+
+        A cached property: later reads are a plain instance-dictionary hit, which matters at a
+        few microseconds per call. Copies made by dataclasses.replace start without it.
+        """
+        from .fast.layout import FastModel  # the kernels' layout is imported only when used
+
+        return FastModel(self)
 
     def with_gravity(self, gravity: np.ndarray) -> "Model":
         """A copy of the model with another world-frame gravity vector."""

@@ -7,12 +7,13 @@ import numpy as np
 
 from ..checks import prepare
 from ..fast import OK, fast_model
+from ..fast.entry import single
 from ..model import Model
 from ..reference.hybrid import _mask, hybrid_batch
 from . import first_order
-from .fast import derivatives_batch, derivatives_one, rnea_derivatives_fast, workspace_of
+from .fast import derivatives_batch, rnea_derivatives_fast, workspace_of
 from .time_derivatives import aba_time_derivatives_batch, rnea_time_derivatives_batch
-from .time_fast import aba_time_many, aba_time_one, rnea_time_many, rnea_time_one
+from .time_fast import aba_time_many, rnea_time_many
 
 __all__ = [
     "rnea_derivatives",
@@ -23,6 +24,7 @@ __all__ = [
 ]
 
 Derivatives = tuple[np.ndarray, np.ndarray, np.ndarray]
+_ndarray = np.ndarray
 
 
 def rnea_derivatives(model: Model, q, v, a, *, base_pose=None, fast: bool = True) -> Derivatives:
@@ -54,16 +56,20 @@ def aba_derivatives(model: Model, q, v, tau, *, base_pose=None, fast: bool = Tru
 
 
 def _fast(model: Model, q, v, x, base_pose, forward: bool, name: str) -> Derivatives:
-    """The numba kernels: a single sample goes straight in (the kernel checks lengths, NaN and the
-    pose); a batch, or bad input, goes through checks.prepare, which raises the precise ValueError,
-    and the batch kernel. A singular mass matrix is left to the reference."""
-    fm = fast_model(model)
-    q1, v1, x1 = _as_sample(q, 1), _as_sample(v, 1), _as_sample(x, 1)
-    T = _pose(fm, base_pose)
-    if q1 is not None and v1 is not None and x1 is not None and T is not None:
+    """The numba kernels: a single sample of numpy arrays goes straight in (the kernel checks dtype,
+    lengths, NaN and the pose, as in core.dynamics); a batch, or bad input, goes through
+    checks.prepare, which raises the precise ValueError, and the batch kernel. A singular mass
+    matrix is left to the reference."""
+    fm = model._fast
+    T = fm.identity if base_pose is None else base_pose
+    if (type(q) is _ndarray and type(v) is _ndarray and type(x) is _ndarray and type(T) is _ndarray
+            and q.ndim == 1 and (base_pose is None) is fm.fixed):
         out = np.empty((3, fm.nv, fm.nv))
-        if derivatives_one(fm.mf, fm.mi, workspace_of(model), q1, v1, x1, T, forward, out) == OK:
-            return out[0], out[1], out[2]
+        try:
+            if single.derivatives_one(fm.handle, workspace_of(model), q, v, x, T, forward, out) == OK:
+                return out[0], out[1], out[2]
+        except TypeError:  # not float64 vectors: the general path below
+            pass
     batch = prepare(model, q, {"v": v, name: x}, base_pose=base_pose)
     out = derivatives_batch(model, batch, *batch.vectors, forward)
     if out is None:
@@ -76,8 +82,8 @@ def _as_sample(x, ndim: int) -> np.ndarray | None:
     dimensions (no copy when it is one already), or None for a batch or anything that is no
     array of numbers, which checks.prepare then handles.
 
-    Converted here rather than left to the dispatcher: numba takes some 250 us to refuse a call
-    whose argument types it was not compiled for.
+    The time derivatives take their orders as a list of vectors, which this stacks; converted here
+    rather than left to the dispatcher, which takes about a millisecond to refuse a call.
     """
     try:
         a = np.ascontiguousarray(x, dtype=np.float64)
@@ -131,7 +137,7 @@ def rnea_time_derivatives(model: Model, q, v_derivs: Sequence, *, base_pose=None
         q1, vd, T = _as_sample(q, 1), _as_sample(v_derivs, 2), _pose(fm, base_pose)
         if q1 is not None and vd is not None and T is not None:
             out = np.empty((max(vd.shape[0] - 1, 0), fm.nv))
-            if rnea_time_one(fm.mf, fm.mi, q1, vd, T, out) == OK:
+            if single.rnea_time_one(fm.handle, q1, vd, T, out) == OK:
                 return list(out)
     batch = _prepare_sequence(model, q, "v_derivs", v_derivs, 2, base_pose)
     if not fast:
@@ -154,7 +160,7 @@ def aba_time_derivatives(model: Model, q, v, tau_derivs: Sequence, *, base_pose=
         q1, v1, td, T = _as_sample(q, 1), _as_sample(v, 1), _as_sample(tau_derivs, 2), _pose(fm, base_pose)
         if q1 is not None and v1 is not None and td is not None and T is not None:
             out = np.empty((td.shape[0], fm.nv))
-            if aba_time_one(fm.mf, fm.mi, q1, v1, td, T, out) == OK:
+            if single.aba_time_one(fm.handle, q1, v1, td, T, out) == OK:
                 return list(out)
     batch = _prepare_sequence(model, q, "tau_derivs", tau_derivs, 1, base_pose, v=v)
     v_, *taus = batch.vectors

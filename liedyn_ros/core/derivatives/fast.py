@@ -45,8 +45,8 @@ from numba import prange
 
 from ..checks import Batch
 from ..fast import BAD_INPUT, OK, SINGULAR, fast_model
-from ..fast.kinematics import block, chunk_bounds, inertias_block, inputs_valid, sizes, transforms_block, \
-    vectors_valid
+from ..fast.kinematics import block, chunk_bounds, inertias_block, inputs_valid, model_arrays, sizes, \
+    transforms_block, vectors_valid
 from ..fast.layout import COORD, INERTIA, MULT, PARENT, SCREW
 from ..fast.spatial import bracket, cholesky, coadjoint_bias, dot6, gravity_in_base, ijit, jit, joint_transform, pjit
 from ..model import Model
@@ -458,8 +458,9 @@ def derivatives_sample(mf, mi, ws, q, v, x, T, forward, out):
 
 
 @jit
-def derivatives_one(mf, mi, ws, q, v, x, T, forward, out):
+def derivatives_one(handle, ws, q, v, x, T, forward, out):
     """One sample, inputs unchecked by Python: BAD_INPUT for a wrong length, NaN or a pose outside SE(3)."""
+    mf, mi = model_arrays(handle)
     if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, x))):
         return BAD_INPUT
     return derivatives_sample(mf, mi, ws, q, v, x, T, forward, out)

@@ -24,7 +24,7 @@ import numpy as np
 from numba import prange
 
 from ..fast import BAD_INPUT, OK, SINGULAR
-from ..fast.kinematics import block, chunk_bounds, inertias_block, inputs_valid, sizes, \
+from ..fast.kinematics import block, chunk_bounds, inertias_block, inputs_valid, model_arrays, sizes, \
     transforms_block, vectors_valid
 from ..fast.layout import COORD, INERTIA, MULT, PARENT, SCALE, SCREW
 from ..fast.spatial import body_inertia_times, bracket, cholesky, coadjoint_bias, congruence_to_parent, dot6, \
@@ -359,10 +359,11 @@ def aba_time_sample(mf, mi, ws, q, v, taus, T, out):
 
 
 @jit
-def rnea_time_one(mf, mi, q, vd, T, out):
+def rnea_time_one(handle, q, vd, T, out):
     """One sample, inputs unchecked by Python: BAD_INPUT for fewer than two velocity orders, a wrong
     length, NaN or a pose outside SE(3). Serial: a parallel kernel's thread start-up would cost more
     than the sample."""
+    mf, mi = model_arrays(handle)
     nb, n, nv = sizes(mi)
     if not (vd.shape[0] >= 2 and out.shape[0] == vd.shape[0] - 1 and inputs_valid(mi, q, T)
             and vectors_valid(mi, vd)):
@@ -371,8 +372,9 @@ def rnea_time_one(mf, mi, q, vd, T, out):
 
 
 @jit
-def aba_time_one(mf, mi, q, v, taus, T, out):
+def aba_time_one(handle, q, v, taus, T, out):
     """One sample, serial (see rnea_time_one): BAD_INPUT for no torque, a wrong length, NaN or a bad pose."""
+    mf, mi = model_arrays(handle)
     nb, n, nv = sizes(mi)
     if not (taus.shape[0] >= 1 and out.shape[0] == taus.shape[0] and inputs_valid(mi, q, T)
             and vectors_valid(mi, (v,)) and vectors_valid(mi, taus)):

@@ -29,7 +29,7 @@ from numba import prange
 
 from .crba import mass_matrix_sample
 from .kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, borrowed, chunk_bounds, inertias_block, \
-    inputs_valid, joint_transforms, load_inertias, parent_row, screw, sizes, transforms_block, vectors_valid, \
+    inputs_valid, joint_transforms, load_inertias, model_arrays, parent_row, screw, sizes, transforms_block, vectors_valid, \
     workspace
 from .layout import COORD, FIRST, GROUPED, MULT, SCALE, SCREW
 from .rnea import rnea_sample
@@ -211,8 +211,9 @@ def hybrid_dense(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau, a):
 
 
 @jit
-def hybrid_one(mf, mi, q, v, u, prescribed, T, tau, a):
+def hybrid_one(handle, q, v, u, prescribed, T, tau, a):
     """One sample; BAD_INPUT for a wrong length, NaN or a pose outside SE(3)."""
+    mf, mi = model_arrays(handle)
     if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, u))):
         return BAD_INPUT
     nb, n, nv = sizes(mi)

@@ -24,7 +24,7 @@ from numba import prange
 
 from .crba import screws_and_inertias_in_base
 from .kinematics import BAD_INPUT, OK, block, body_rate, borrowed, chunk_bounds, inertias_block, inputs_valid, \
-    joint_transforms, parent_row, sizes, transforms_block, vectors_valid, workspace
+    joint_transforms, model_arrays, parent_row, sizes, transforms_block, vectors_valid, workspace
 from .layout import COORD, MULT, PARENT
 from .spatial import ad_matrix, adbar_matrix, bracket, coadjoint_bias, dot6, inertia10_matrix, inertia10_rate, \
     inertia10_times, ijit, jit, pjit
@@ -121,8 +121,9 @@ def base_block(Ic, Bs, h, V0, tmp, out):
 
 
 @jit
-def coriolis_one(mf, mi, q, v, T, out):
+def coriolis_one(handle, q, v, T, out):
     """One sample; BAD_INPUT for a wrong length, NaN or a pose outside SE(3)."""
+    mf, mi = model_arrays(handle)
     if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v,))):
         return BAD_INPUT
     return coriolis_sample(mf, mi, workspace(mf, mi), q, v, out)

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .kinematics import BAD_INPUT, OK, block, borrowed, chunk_bounds, inputs_valid, joint_transforms, parent_row, sizes, \
-    transforms_block, workspace
+from .kinematics import BAD_INPUT, OK, block, borrowed, chunk_bounds, inputs_valid, joint_transforms, \
+    model_arrays, parent_row, sizes, transforms_block, workspace
 from .layout import COORD, MULT, PARENT
 from .spatial import dot6, ijit, inertia10, inertia10_matrix, inertia10_times, inertia10_to_world, jit, pjit, \
     pose_in_world, screw_to_world
@@ -80,8 +80,9 @@ def screws_and_inertias_in_base(mf, mi, R, p, Rw, pw, s, Ic):
 
 
 @jit
-def mass_matrix_one(mf, mi, q, T, out):
+def mass_matrix_one(handle, q, T, out):
     """One sample; BAD_INPUT for a wrong length, NaN or a pose outside SE(3)."""
+    mf, mi = model_arrays(handle)
     if not inputs_valid(mi, q, T):
         return BAD_INPUT
     return mass_matrix_sample(mf, mi, workspace(mf, mi), q, out)

@@ -17,20 +17,24 @@ __all__ = ["single", "drop_stale_cache"]
 
 _VEC = types.float64[::1]
 _MAT = types.float64[:, ::1]
-_INT = types.int64[:, ::1]
 
 
 def _signature(name: str) -> tuple:
     """(kernel, its one signature) by name."""
+    from ..derivatives import fast as derivatives, time_fast
     from . import aba, coriolis, crba, rnea
 
-    model = (_MAT, _INT)  # mf (with the workspace), mi
+    model = types.int64  # FastModel.handle
     return {
-        "rnea_one": (rnea.rnea_one, types.int64(*model, _VEC, _VEC, _VEC, _MAT, _VEC)),
-        "gravity_one": (rnea.gravity_one, types.int64(*model, _VEC, _MAT, _VEC)),
-        "mass_matrix_one": (crba.mass_matrix_one, types.int64(*model, _VEC, _MAT, _MAT)),
-        "coriolis_one": (coriolis.coriolis_one, types.int64(*model, _VEC, _VEC, _MAT, _MAT)),
-        "hybrid_one": (aba.hybrid_one, types.int64(*model, _VEC, _VEC, _VEC, types.boolean[::1], _MAT, _VEC, _VEC)),
+        "rnea_one": (rnea.rnea_one, types.int64(model, _VEC, _VEC, _VEC, _MAT, _VEC)),
+        "gravity_one": (rnea.gravity_one, types.int64(model, _VEC, _MAT, _VEC)),
+        "mass_matrix_one": (crba.mass_matrix_one, types.int64(model, _VEC, _MAT, _MAT)),
+        "coriolis_one": (coriolis.coriolis_one, types.int64(model, _VEC, _VEC, _MAT, _MAT)),
+        "hybrid_one": (aba.hybrid_one, types.int64(model, _VEC, _VEC, _VEC, types.boolean[::1], _MAT, _VEC, _VEC)),
+        "derivatives_one": (derivatives.derivatives_one,
+                            types.int64(model, _VEC, _VEC, _VEC, _VEC, _MAT, types.boolean, types.float64[:, :, ::1])),
+        "rnea_time_one": (time_fast.rnea_time_one, types.int64(model, _VEC, _MAT, _MAT, _MAT)),
+        "aba_time_one": (time_fast.aba_time_one, types.int64(model, _VEC, _VEC, _MAT, _MAT, _MAT)),
     }[name]
 
 

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
+from numba import carray, types
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
-from .layout import COORD, INERTIA, MULT, PARENT, SCREW
+from .layout import COORD, HEADER, INERTIA, MI_WIDTH, MULT, PARENT, SCREW, WIDTH
 from .spatial import all_finite, bracket, ijit, joint_transform, pose_is_valid, twist_to_child
 
 OK, BAD_INPUT, SINGULAR = 0, 1, 2
@@ -110,6 +111,35 @@ def borrowed(typingctx, arr):
         return out._getvalue()
 
     return arr(arr), codegen
+
+
+def _pointer_intrinsic(dtype):
+    """An intrinsic that turns an int64 address into a pointer to `dtype`."""
+    @intrinsic
+    def pointer(typingctx, address):
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+
+        return types.CPointer(dtype)(types.int64), codegen
+
+    return pointer
+
+
+_float_pointer, _int_pointer = _pointer_intrinsic(types.float64), _pointer_intrinsic(types.int64)
+
+
+@ijit
+def model_arrays(handle):
+    """(mf, mi) of the FastModel whose `handle` this is: the address of its header (see layout).
+
+    Single-sample kernels take the model as this one integer: numba unboxes an int for a fraction
+    of an array's cost, and the arrays made here carry no reference count (like `borrowed`). Valid
+    while the FastModel lives, which the caller holds.
+    """
+    header = carray(_int_pointer(handle), HEADER)
+    mf = carray(_float_pointer(header[0]), (header[1], WIDTH))
+    mi = carray(_int_pointer(header[2]), (header[3], MI_WIDTH))
+    return mf, mi
 
 
 @ijit

@@ -13,7 +13,9 @@ one float array `mf` and one int array `mi`, and the single-sample workspace rid
     mi[i]   body i:                lambda(i), the coordinate that drives it
     mi[nb]  sizes:                 n, nv
 
-The column offsets below are compile-time constants inside the kernels.
+The column offsets below are compile-time constants inside the kernels. Single-sample kernels
+take the model as one integer, `handle`: the address of a header (address of mf, its rows,
+address of mi, its rows), from which `kinematics.model_arrays` rebuilds both arrays.
 """
 from __future__ import annotations
 
@@ -22,13 +24,15 @@ import numpy as np
 from ..model import Model
 
 __all__ = ["FastModel", "fast_model", "RM", "PM", "SCREW", "INERTIA", "MULT", "OFFSET", "FIRST", "GRAVITY",
-           "SCALE", "GROUPED", "PARENT", "COORD"]
+           "SCALE", "GROUPED", "PARENT", "COORD", "WIDTH", "MI_WIDTH", "HEADER"]
 
 RM, PM, SCREW, INERTIA, MULT, OFFSET, FIRST = 0, 9, 12, 18, 54, 55, 56
 # base row: gravity (3), largest inertia entry (singularity threshold), mimic groups share a parent
 GRAVITY, SCALE, GROUPED = 0, 3, 4
 WIDTH = 57
 PARENT, COORD = 0, 1
+MI_WIDTH = 2
+HEADER = 4  # entries of the handle's header
 
 
 class FastModel:
@@ -54,13 +58,16 @@ class FastModel:
         mf[nb, SCALE] = max(np.abs(model.J).max(initial=0.0), np.abs(model.J_base).max())
         mf[nb, GROUPED] = all(np.unique(model.parent[coordinate == k]).size == 1 for k in range(model.n))
         mf[nb, INERTIA:INERTIA + 36] = model.J_base.reshape(36)
-        mi = np.zeros((nb + 1, 2), dtype=np.int64)
+        mi = np.zeros((nb + 1, MI_WIDTH), dtype=np.int64)
         mi[:nb, PARENT] = model.parent
         mi[:nb, COORD] = coordinate
         mi[nb] = model.n, model.nv
         self.mf, self.mi = mf, mi
+        self._header = np.array([mf.ctypes.data, mf.shape[0], mi.ctypes.data, mi.shape[0]], dtype=np.int64)
+        self.handle = self._header.ctypes.data  # valid while self (holding mf, mi, _header) lives
         self.n, self.nb, self.nv = model.n, nb, model.nv
         self.floating = model.floating_base
+        self.fixed = not model.floating_base
         self.ws_size = workspace_size(nb, model.nv)
         self.free = np.zeros(model.nv, dtype=bool)  # aba: nothing prescribed
         self.identity = np.eye(4)  # the base pose of a fixed base: gravity is given in its frame
@@ -74,14 +81,5 @@ def workspace_size(nb: int, nv: int) -> int:
 
 
 def fast_model(model: Model) -> FastModel:
-    """The packed arrays of `model`, built on first use and kept as long as the model lives.
-
-    They are cached in the model's instance dictionary (a private entry, not a dataclass field):
-    a dictionary lookup costs a tenth of a weak-reference map's, which matters at 2 us per call.
-    Copies made by dataclasses.replace (Model.with_gravity) start without it.
-    """
-    fm = model.__dict__.get("_fast")
-    if fm is None:
-        fm = FastModel(model)
-        object.__setattr__(model, "_fast", fm)  # Model is frozen; the cache is no model field
-    return fm
+    """The packed arrays of `model`, built on first use and kept as long as the model lives (Model._fast)."""
+    return model._fast

@@ -14,7 +14,7 @@ import numpy as np
 from numba import prange
 
 from .kinematics import BAD_INPUT, OK, block, borrowed, body_rate, body_velocities, chunk_bounds, inputs_valid, \
-    joint_transforms, parent_row, sizes, transforms_block, vectors_valid, workspace
+    joint_transforms, model_arrays, parent_row, sizes, transforms_block, vectors_valid, workspace
 from .layout import COORD, MULT, SCREW
 from .spatial import body_inertia_times, coadjoint_bias, gravity_in_base, ijit, jit, pjit, screw_dot, \
     twist_to_child, wrench_to_parent
@@ -100,8 +100,9 @@ def generalized_forces(mf, mi, R, p, F, out):
 
 
 @jit
-def rnea_one(mf, mi, q, v, a, T, out):
+def rnea_one(handle, q, v, a, T, out):
     """One sample, inputs unchecked by Python: BAD_INPUT when a length, NaN or the pose is wrong."""
+    mf, mi = model_arrays(handle)
     if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, a))):
         return BAD_INPUT
     nb, n, nv = sizes(mi)
@@ -111,8 +112,9 @@ def rnea_one(mf, mi, q, v, a, T, out):
 
 
 @jit
-def gravity_one(mf, mi, q, T, out):
+def gravity_one(handle, q, T, out):
     """One sample; BAD_INPUT for a wrong length, NaN or a pose outside SE(3)."""
+    mf, mi = model_arrays(handle)
     if not inputs_valid(mi, q, T):
         return BAD_INPUT
     return gravity_sample(mf, mi, workspace(mf, mi), q, T, out)
