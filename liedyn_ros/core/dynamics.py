@@ -3,8 +3,8 @@
 A single sample of float64 vectors goes straight to a `*_one` kernel, which checks lengths, NaN
 and the pose itself (a few hundred nanoseconds instead of numpy's microseconds). Anything else
 (lists, batches, external wrenches, other dtypes) makes the kernel's dispatcher raise TypeError
-and takes the general path: `checks.prepare` validates and flattens it, a parallel `*_many`
-kernel computes it. Lists and batches are sent to the general path before the kernel: a
+and takes the general path: `checks.prepare` validates and flattens it, a `*_many` kernel
+computes it (over threads for a large batch, fast.threads). Lists and batches are sent to the general path before the kernel: a
 dispatcher that refuses its arguments takes about a millisecond to explain why. Whenever a
 kernel reports bad input or a singular inertia, the readable reference implementation
 (`liedyn_ros.core.reference`) runs on the same arguments: it raises the precise error.
@@ -21,6 +21,7 @@ from .fast.coriolis import coriolis_many
 from .fast.crba import mass_matrix_many
 from .fast.entry import single
 from .fast.rnea import gravity_many, rnea_many
+from .fast.threads import run_batch
 from .model import Model
 from .reference.hybrid import _mask as check_prescribed
 
@@ -59,7 +60,8 @@ def rnea(model: Model, q, v, a, *, base_pose=None, f_ext=None) -> np.ndarray:
             pass
     batch = prepare(model, q, {"v": v, "a": a}, base_pose=base_pose, f_ext=f_ext)
     out = np.empty((batch.q.shape[0], fm.nv))
-    rnea_many(fm.mf, fm.mi, fm.ws_size, batch.q, *batch.vectors, batch.base_pose, *_forces(fm, batch), out)
+    run_batch(rnea_many, out.shape[0], fm.mf, fm.mi, fm.ws_size, batch.q, *batch.vectors, batch.base_pose,
+              *_forces(fm, batch), out)
     return batch.restore(out)
 
 
@@ -76,7 +78,7 @@ def gravity(model: Model, q, *, base_pose=None) -> np.ndarray:
             pass
     batch = prepare(model, q, base_pose=base_pose)
     out = np.empty((batch.q.shape[0], fm.nv))
-    gravity_many(fm.mf, fm.mi, fm.ws_size, batch.q, batch.base_pose, out)
+    run_batch(gravity_many, out.shape[0], fm.mf, fm.mi, fm.ws_size, batch.q, batch.base_pose, out)
     return batch.restore(out)
 
 
@@ -96,7 +98,7 @@ def mass_matrix(model: Model, q, *, base_pose=None) -> np.ndarray:
             pass
     batch = prepare(model, q, base_pose=base_pose, needs_pose=False)
     out = np.empty((batch.q.shape[0], fm.nv, fm.nv))
-    mass_matrix_many(fm.mf, fm.mi, fm.ws_size, batch.q, out)
+    run_batch(mass_matrix_many, out.shape[0], fm.mf, fm.mi, fm.ws_size, batch.q, out)
     return batch.restore(out)
 
 
@@ -114,7 +116,7 @@ def coriolis_matrix(model: Model, q, v, *, base_pose=None) -> np.ndarray:
             pass
     batch = prepare(model, q, {"v": v}, base_pose=base_pose, needs_pose=False)
     out = np.empty((batch.q.shape[0], fm.nv, fm.nv))
-    coriolis_many(fm.mf, fm.mi, fm.ws_size, batch.q, *batch.vectors, out)
+    run_batch(coriolis_many, out.shape[0], fm.mf, fm.mi, fm.ws_size, batch.q, *batch.vectors, out)
     return batch.restore(out)
 
 
@@ -163,8 +165,8 @@ def _hybrid(model: Model, fm: FastModel, q, v, u, mask: np.ndarray, base_pose, f
     """hybrid (or aba) through the general path; the reference raises on a singular inertia."""
     batch = prepare(model, q, {"v": v, name: u}, base_pose=base_pose, f_ext=f_ext)
     tau, a = np.empty((2, batch.q.shape[0], fm.nv))
-    if hybrid_many(fm.mf, fm.mi, fm.ws_size, batch.q, *batch.vectors, mask, batch.base_pose, *_forces(fm, batch),
-                   tau, a) != OK:
+    if run_batch(hybrid_many, a.shape[0], fm.mf, fm.mi, fm.ws_size, batch.q, *batch.vectors, mask, batch.base_pose,
+                 *_forces(fm, batch), tau, a) != OK:
         tau, a = reference.hybrid(model, q, v, u, mask, base_pose=base_pose, f_ext=f_ext)
         return tau, a
     return batch.restore(tau), batch.restore(a)

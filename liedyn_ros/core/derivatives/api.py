@@ -7,7 +7,9 @@ import numpy as np
 
 from ..checks import prepare
 from ..fast import OK, fast_model
+from ..fast.aba import hybrid_many
 from ..fast.entry import single
+from ..fast.threads import run_batch
 from ..model import Model
 from ..reference.hybrid import _mask, hybrid_batch
 from . import first_order
@@ -118,10 +120,21 @@ def hybrid_derivatives(model: Model, q, v, a_or_tau, prescribed, *, base_pose=No
     mask = _mask(model, prescribed)
     batch = prepare(model, q, {"v": v, "a_or_tau": a_or_tau}, base_pose=base_pose)
     v_, u = batch.vectors
-    _, a = hybrid_batch(model, batch, v_, u, mask)
+    a = _hybrid_fast(model, batch, v_, u, mask) if fast else None
+    if a is None:  # the reference, which also raises on a singular inertia
+        _, a = hybrid_batch(model, batch, v_, u, mask)
     dq, dv, M = _rnea_derivatives(model, batch, v_, a, fast)
     out = first_order.hybrid_from_rnea_derivatives(dq, dv, M, mask)
     return tuple(batch.restore(x) for x in out)  # type: ignore[return-value]
+
+
+def _hybrid_fast(model: Model, batch, v: np.ndarray, u: np.ndarray, mask: np.ndarray) -> np.ndarray | None:
+    """The accelerations of hybrid dynamics by the compiled kernel, or None when it reports a singular inertia."""
+    fm = fast_model(model)
+    tau, a = np.empty((2, batch.q.shape[0], fm.nv))
+    status = run_batch(hybrid_many, a.shape[0], fm.mf, fm.mi, fm.ws_size, batch.q, v, u, mask, batch.base_pose,
+                       fm.no_body_force, fm.no_base_force, tau, a)
+    return a if status == OK else None
 
 
 def rnea_time_derivatives(model: Model, q, v_derivs: Sequence, *, base_pose=None, fast: bool = True
@@ -144,7 +157,7 @@ def rnea_time_derivatives(model: Model, q, v_derivs: Sequence, *, base_pose=None
         return [batch.restore(x) for x in rnea_time_derivatives_batch(model, batch, batch.vectors)]
     vd = np.stack(batch.vectors, 1)
     out = np.empty((vd.shape[0], vd.shape[1] - 1, fm.nv))
-    rnea_time_many(fm.mf, fm.mi, batch.q, vd, batch.base_pose, out)
+    run_batch(rnea_time_many, out.shape[0], fm.mf, fm.mi, batch.q, vd, batch.base_pose, out)
     return [batch.restore(out[:, k]) for k in range(out.shape[1])]
 
 
@@ -167,7 +180,7 @@ def aba_time_derivatives(model: Model, q, v, tau_derivs: Sequence, *, base_pose=
     if fast:
         td = np.stack(taus, 1)
         out = np.empty_like(td)
-        if aba_time_many(fm.mf, fm.mi, batch.q, v_, td, batch.base_pose, out) == OK:
+        if run_batch(aba_time_many, out.shape[0], fm.mf, fm.mi, batch.q, v_, td, batch.base_pose, out) == OK:
             return [batch.restore(out[:, k]) for k in range(out.shape[1])]
     return [batch.restore(x) for x in aba_time_derivatives_batch(model, batch, v_, taus)]
 

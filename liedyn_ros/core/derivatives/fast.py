@@ -41,14 +41,14 @@ and I ad_V is three cross products per row: (I ad_V)_{r,:} = (I_{r,w} x w + I_{r
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from ..checks import Batch
 from ..fast import BAD_INPUT, OK, SINGULAR, fast_model
-from ..fast.kinematics import block, chunk_bounds, inertias_block, inputs_valid, model_arrays, sizes, \
+from ..fast.kinematics import block, inertias_block, inputs_valid, model_arrays, sizes, \
     transforms_block, vectors_valid
+from ..fast.threads import run_batch
 from ..fast.layout import COORD, INERTIA, MULT, PARENT, SCREW
-from ..fast.spatial import bracket, cholesky, coadjoint_bias, dot6, gravity_in_base, ijit, jit, joint_transform, pjit
+from ..fast.spatial import bracket, cholesky, coadjoint_bias, dot6, gravity_in_base, ijit, jit, joint_transform, bjit
 from ..model import Model
 
 __all__ = ["derivatives_one", "derivatives_batch", "rnea_derivatives_fast", "workspace_of"]
@@ -466,17 +466,15 @@ def derivatives_one(handle, ws, q, v, x, T, forward, out):
     return derivatives_sample(mf, mi, ws, q, v, x, T, forward, out)
 
 
-@pjit
-def derivatives_many(mf, mi, q, v, x, T, forward, out):
-    """A batch (B, ...) into out (B, 3, nv, nv); the worst status of its samples."""
+@bjit
+def derivatives_many(mf, mi, q, v, x, T, forward, out, start, stop):
+    """Samples start..stop of a batch (B, ...) into out (B, 3, nv, nv); the worst status of those samples."""
     nb, n, nv = sizes(mi)
-    chunks = chunk_bounds(q.shape[0])
-    status = np.zeros(chunks.shape[0] - 1, dtype=np.int64)
-    for c in prange(chunks.shape[0] - 1):
-        ws = np.empty(workspace(nb, nv))
-        for k in range(chunks[c], chunks[c + 1]):
-            status[c] = max(status[c], derivatives_sample(mf, mi, ws, q[k], v[k], x[k], T[k], forward, out[k]))
-    return status.max() if status.shape[0] else OK
+    ws = np.empty(workspace(nb, nv))
+    status = OK
+    for k in range(start, stop):
+        status = max(status, derivatives_sample(mf, mi, ws, q[k], v[k], x[k], T[k], forward, out[k]))
+    return status
 
 
 def workspace_of(model: Model) -> np.ndarray:
@@ -492,7 +490,7 @@ def derivatives_batch(model: Model, batch: Batch, v: np.ndarray, x: np.ndarray, 
     """(B, 3, nv, nv) for a prepared batch; None when M is singular (forward dynamics only)."""
     fm = fast_model(model)
     out = np.empty((batch.q.shape[0], 3, fm.nv, fm.nv))
-    status = derivatives_many(fm.mf, fm.mi, batch.q, v, x, batch.base_pose, forward, out)
+    status = run_batch(derivatives_many, out.shape[0], fm.mf, fm.mi, batch.q, v, x, batch.base_pose, forward, out)
     return out if status == OK else None
 
 

@@ -21,14 +21,13 @@ The derivatives of X are kept as 6x6 matrices (r + 2 per body); every X^(j) prod
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from ..fast import BAD_INPUT, OK, SINGULAR
-from ..fast.kinematics import block, chunk_bounds, inertias_block, inputs_valid, model_arrays, sizes, \
+from ..fast.kinematics import block, inertias_block, inputs_valid, model_arrays, sizes, \
     transforms_block, vectors_valid
 from ..fast.layout import COORD, INERTIA, MULT, PARENT, SCALE, SCREW
 from ..fast.spatial import body_inertia_times, bracket, cholesky, coadjoint_bias, congruence_to_parent, dot6, \
-    gravity_in_base, ijit, jit, joint_transform, pjit
+    gravity_in_base, ijit, jit, joint_transform, bjit
 from .fast import cholesky_solve_columns, mat6_vec, mat6T_vec
 
 __all__ = ["time_workspace", "rnea_time_one", "aba_time_one", "rnea_time_many", "aba_time_many"]
@@ -382,26 +381,23 @@ def aba_time_one(handle, q, v, taus, T, out):
     return aba_time_sample(mf, mi, np.empty(time_workspace(nb, nv, taus.shape[0] + 1)), q, v, taus, T, out)
 
 
-@pjit
-def rnea_time_many(mf, mi, q, vd, T, out):
-    """A batch: q (B, n), vd (B, r + 2, nv), T (B, 4, 4) into out (B, r + 1, nv)."""
+@bjit
+def rnea_time_many(mf, mi, q, vd, T, out, start, stop):
+    """Samples start..stop of a batch: q (B, n), vd (B, r + 2, nv), T (B, 4, 4) into out (B, r + 1, nv)."""
     nb, n, nv = sizes(mi)
-    chunks = chunk_bounds(q.shape[0])
-    for ch in prange(chunks.shape[0] - 1):
-        ws = np.empty(time_workspace(nb, nv, vd.shape[1]))
-        for b in range(chunks[ch], chunks[ch + 1]):
-            rnea_time_sample(mf, mi, ws, q[b], vd[b], T[b], out[b])
+    ws = np.empty(time_workspace(nb, nv, vd.shape[1]))
+    for b in range(start, stop):
+        rnea_time_sample(mf, mi, ws, q[b], vd[b], T[b], out[b])
     return OK
 
 
-@pjit
-def aba_time_many(mf, mi, q, v, taus, T, out):
-    """A batch: q (B, n), v (B, nv), taus (B, r + 1, nv), T (B, 4, 4) into out (B, r + 1, nv)."""
+@bjit
+def aba_time_many(mf, mi, q, v, taus, T, out, start, stop):
+    """Samples start..stop of a batch: q (B, n), v (B, nv), taus (B, r + 1, nv), T (B, 4, 4) into out
+    (B, r + 1, nv); the worst status of those samples."""
     nb, n, nv = sizes(mi)
-    chunks = chunk_bounds(q.shape[0])
-    status = np.zeros(chunks.shape[0] - 1, dtype=np.int64)
-    for ch in prange(chunks.shape[0] - 1):
-        ws = np.empty(time_workspace(nb, nv, taus.shape[1] + 1))
-        for b in range(chunks[ch], chunks[ch + 1]):
-            status[ch] = max(status[ch], aba_time_sample(mf, mi, ws, q[b], v[b], taus[b], T[b], out[b]))
-    return status.max() if status.shape[0] else OK
+    ws = np.empty(time_workspace(nb, nv, taus.shape[1] + 1))
+    status = OK
+    for b in range(start, stop):
+        status = max(status, aba_time_sample(mf, mi, ws, q[b], v[b], taus[b], T[b], out[b]))
+    return status

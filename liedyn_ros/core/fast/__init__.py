@@ -1,7 +1,8 @@
 """The compiled fast path: numba kernels equal to `liedyn_ros.core.reference` (proven by tests).
 
 Each algorithm has a single-sample kernel (`*_one`, which also checks lengths, NaN and the pose
-and returns a status instead of raising) and a batch kernel (`*_many`, parallel over samples).
+and returns a status instead of raising) and a batch kernel (`*_many`, a range of samples, spread
+over threads by `threads.run_batch`).
 Kernels return OK, BAD_INPUT or SINGULAR; `liedyn_ros.core.dynamics` turns anything but OK into
 the reference's precise ValueError.
 """

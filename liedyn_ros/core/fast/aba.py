@@ -25,16 +25,15 @@ prescribed base use M and the bias forces (`hybrid_dense`), like the reference.
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from .crba import mass_matrix_sample
-from .kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, borrowed, chunk_bounds, inertias_block, \
+from .kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, borrowed, inertias_block, \
     inputs_valid, joint_transforms, load_inertias, model_arrays, parent_row, screw, sizes, transforms_block, vectors_valid, \
     workspace
 from .layout import COORD, FIRST, GROUPED, MULT, SCALE, SCREW
 from .rnea import rnea_sample
 from .spatial import body_inertia_times, cholesky_solve, coadjoint_bias, congruence_to_parent, dot6, \
-    gravity_in_base, ijit, jit, mat6_times, pjit, screw_dot, twist_to_child, wrench_to_parent
+    gravity_in_base, ijit, jit, mat6_times, bjit, screw_dot, twist_to_child, wrench_to_parent
 
 # S^T J^ S below this fraction of the robot's largest inertia entry counts as singular (as the reference).
 SINGULAR_TOL = 1e-12
@@ -223,14 +222,12 @@ def hybrid_one(handle, q, v, u, prescribed, T, tau, a):
                          np.int64(0), tau, a)
 
 
-@pjit
-def hybrid_many(mf, mi, ws_size, q, v, u, prescribed, T, f_body, f_base, tau, a):
-    """hybrid over a batch (B, ...); returns the worst status of any sample."""
-    chunks = chunk_bounds(q.shape[0])
-    status = np.zeros(chunks.shape[0] - 1, dtype=np.int64)
-    for c in prange(chunks.shape[0] - 1):
-        ws = np.empty(ws_size)
-        for b in range(chunks[c], chunks[c + 1]):
-            status[c] = max(status[c], hybrid_sample(mf, mi, ws, q[b], v[b], u[b], prescribed, T[b], f_body, f_base,
-                                                     b, tau[b], a[b]))
-    return status.max()
+@bjit
+def hybrid_many(mf, mi, ws_size, q, v, u, prescribed, T, f_body, f_base, tau, a, start, stop):
+    """hybrid over samples start..stop of a batch (B, ...); returns the worst status of those samples."""
+    ws = np.empty(ws_size)
+    status = OK
+    for b in range(start, stop):
+        status = max(status, hybrid_sample(mf, mi, ws, q[b], v[b], u[b], prescribed, T[b], f_body, f_base, b,
+                                           tau[b], a[b]))
+    return status

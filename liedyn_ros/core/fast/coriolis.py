@@ -20,14 +20,13 @@ Ic ad_{V_0} + A). Mimic joints: C = P^T C_b P.
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from .crba import screws_and_inertias_in_base
-from .kinematics import BAD_INPUT, OK, block, body_rate, borrowed, chunk_bounds, inertias_block, inputs_valid, \
+from .kinematics import BAD_INPUT, OK, block, body_rate, borrowed, inertias_block, inputs_valid, \
     joint_transforms, model_arrays, parent_row, sizes, transforms_block, vectors_valid, workspace
 from .layout import COORD, MULT, PARENT
 from .spatial import ad_matrix, adbar_matrix, bracket, coadjoint_bias, dot6, inertia10_matrix, inertia10_rate, \
-    inertia10_times, ijit, jit, pjit
+    inertia10_times, ijit, jit, bjit
 
 
 @jit
@@ -129,12 +128,10 @@ def coriolis_one(handle, q, v, T, out):
     return coriolis_sample(mf, mi, workspace(mf, mi), q, v, out)
 
 
-@pjit
-def coriolis_many(mf, mi, ws_size, q, v, out):
-    """C for a batch (B, ...) into out (B, nv, nv)."""
-    chunks = chunk_bounds(q.shape[0])
-    for c in prange(chunks.shape[0] - 1):
-        ws = np.empty(ws_size)
-        for b in range(chunks[c], chunks[c + 1]):
-            coriolis_sample(mf, mi, ws, q[b], v[b], out[b])
+@bjit
+def coriolis_many(mf, mi, ws_size, q, v, out, start, stop):
+    """C for samples start..stop of a batch (B, ...) into out (B, nv, nv)."""
+    ws = np.empty(ws_size)
+    for b in range(start, stop):
+        coriolis_sample(mf, mi, ws, q[b], v[b], out[b])
     return OK

@@ -13,12 +13,11 @@ Equal to the reference's closed form S^T G^T J G S.
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
-from .kinematics import BAD_INPUT, OK, block, borrowed, chunk_bounds, inputs_valid, joint_transforms, \
+from .kinematics import BAD_INPUT, OK, block, borrowed, inputs_valid, joint_transforms, \
     model_arrays, parent_row, sizes, transforms_block, workspace
 from .layout import COORD, MULT, PARENT
-from .spatial import dot6, ijit, inertia10, inertia10_matrix, inertia10_times, inertia10_to_world, jit, pjit, \
+from .spatial import dot6, ijit, inertia10, inertia10_matrix, inertia10_times, inertia10_to_world, jit, bjit, \
     pose_in_world, screw_to_world
 
 
@@ -88,12 +87,10 @@ def mass_matrix_one(handle, q, T, out):
     return mass_matrix_sample(mf, mi, workspace(mf, mi), q, out)
 
 
-@pjit
-def mass_matrix_many(mf, mi, ws_size, q, out):
-    """M for a batch q (B, n) into out (B, nv, nv)."""
-    chunks = chunk_bounds(q.shape[0])
-    for c in prange(chunks.shape[0] - 1):
-        ws = np.empty(ws_size)
-        for b in range(chunks[c], chunks[c + 1]):
-            mass_matrix_sample(mf, mi, ws, q[b], out[b])
+@bjit
+def mass_matrix_many(mf, mi, ws_size, q, out, start, stop):
+    """M for samples start..stop of a batch q (B, n) into out (B, nv, nv)."""
+    ws = np.empty(ws_size)
+    for b in range(start, stop):
+        mass_matrix_sample(mf, mi, ws, q[b], out[b])
     return OK

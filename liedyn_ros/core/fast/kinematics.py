@@ -1,7 +1,6 @@
 """Compiled forward pass shared by the kernels: joint transforms, input checks, body rates."""
 from __future__ import annotations
 
-import numpy as np
 from numba import carray, types
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
@@ -34,16 +33,6 @@ def vectors_valid(mi, vectors):
         if x.shape[0] != nv or not all_finite(x):
             return False
     return True
-
-
-@ijit
-def chunk_bounds(B):
-    """Split B samples into a few chunks per thread: each chunk allocates its workspace once."""
-    k = min(B, 64)
-    bounds = np.empty(k + 1, dtype=np.int64)
-    for c in range(k + 1):
-        bounds[c] = (B * c) // k
-    return bounds
 
 
 @ijit

@@ -11,12 +11,11 @@ and F_i = J_i dV_i + sum_c Ad_{f_c^-1}^T F_c.
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
-from .kinematics import BAD_INPUT, OK, block, borrowed, body_rate, body_velocities, chunk_bounds, inputs_valid, \
+from .kinematics import BAD_INPUT, OK, block, borrowed, body_rate, body_velocities, inputs_valid, \
     joint_transforms, model_arrays, parent_row, sizes, transforms_block, vectors_valid, workspace
 from .layout import COORD, MULT, SCREW
-from .spatial import body_inertia_times, coadjoint_bias, gravity_in_base, ijit, jit, pjit, screw_dot, \
+from .spatial import body_inertia_times, coadjoint_bias, gravity_in_base, ijit, jit, bjit, screw_dot, \
     twist_to_child, wrench_to_parent
 
 
@@ -120,23 +119,19 @@ def gravity_one(handle, q, T, out):
     return gravity_sample(mf, mi, workspace(mf, mi), q, T, out)
 
 
-@pjit
-def rnea_many(mf, mi, ws_size, q, v, a, T, f_body, f_base, out):
-    """rnea over a batch (B, ...), samples spread over threads; f_body (0 or B, nb, 6), f_base (0 or B, 6)."""
-    chunks = chunk_bounds(q.shape[0])
-    for c in prange(chunks.shape[0] - 1):
-        ws = np.empty(ws_size)
-        for b in range(chunks[c], chunks[c + 1]):
-            rnea_sample(mf, mi, ws, q[b], v[b], a[b], T[b], f_body, f_base, b, out[b])
+@bjit
+def rnea_many(mf, mi, ws_size, q, v, a, T, f_body, f_base, out, start, stop):
+    """rnea over samples start..stop of a batch (B, ...); f_body (0 or B, nb, 6), f_base (0 or B, 6)."""
+    ws = np.empty(ws_size)
+    for b in range(start, stop):
+        rnea_sample(mf, mi, ws, q[b], v[b], a[b], T[b], f_body, f_base, b, out[b])
     return OK
 
 
-@pjit
-def gravity_many(mf, mi, ws_size, q, T, out):
-    """g over a batch q (B, n), T (B, 4, 4) into out (B, nv)."""
-    chunks = chunk_bounds(q.shape[0])
-    for c in prange(chunks.shape[0] - 1):
-        ws = np.empty(ws_size)
-        for b in range(chunks[c], chunks[c + 1]):
-            gravity_sample(mf, mi, ws, q[b], T[b], out[b])
+@bjit
+def gravity_many(mf, mi, ws_size, q, T, out, start, stop):
+    """g over samples start..stop of a batch q (B, n), T (B, 4, 4) into out (B, nv)."""
+    ws = np.empty(ws_size)
+    for b in range(start, stop):
+        gravity_sample(mf, mi, ws, q[b], T[b], out[b])
     return OK

@@ -17,8 +17,8 @@ jit = njit(cache=True, error_model="numpy")
 # Steps are inlined into the kernels: numba's calls cost as much as a small step's arithmetic
 # (plain calls made the kernels 1.3-1.5x slower; they compiled in two thirds of the time).
 ijit = njit(cache=True, error_model="numpy", inline="always")
-# Batch kernels: numba's prange spreads samples over its thread pool.
-pjit = njit(cache=True, error_model="numpy", parallel=True)
+# Batch kernels: release the GIL, so that threads.run_batch can spread a batch over threads.
+bjit = njit(cache=True, error_model="numpy", nogil=True)
 
 
 @ijit
