@@ -184,6 +184,11 @@ def test_bad_pose_and_f_ext() -> None:
         core.rnea(model, q, v, a)
     with pytest.raises(ValueError, match="unknown link"):
         core.rnea(model, q, v, a, base_pose=np.eye(4), f_ext={"nowhere": np.zeros(6)})
+    link = sorted(model.link_frames)[0]
+    for f in (np.array([0.0, np.nan, 0, 0, 0, 0]), np.zeros(5)):
+        for run in (core.rnea, core.aba):
+            with pytest.raises(ValueError, match=r"f_ext\['"):
+                run(model, q, v, a, base_pose=np.eye(4), f_ext={link: f})
 
 
 def test_singular_inertia_is_reported() -> None:

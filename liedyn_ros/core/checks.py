@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .model import Model
-from .spatial import Ad_inv
 
 __all__ = ["Batch", "prepare", "check_vector", "check_pose", "check_f_ext"]
 
@@ -115,9 +114,8 @@ def prepare(model: Model, q, vectors: dict[str, object] | None = None, *, base_p
         f_body = np.zeros((B, model.nb, 6))
         f_base = np.zeros((B, 6))
         for link, w in fext.items():
-            body, T = model.link_frames[link]
-            # A wrench on link L, moved to the frame of the body L is merged into: Ad_{T_body_L^-1}^T F.
-            Fb = flat(w, (6,)) @ Ad_inv(T)
+            body, X = model._wrench_maps[link]
+            Fb = flat(w, (6,)) if X is None else flat(w, (6,)) @ X
             if body < 0:
                 f_base += Fb
             else:

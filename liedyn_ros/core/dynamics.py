@@ -1,8 +1,8 @@
 """The public algorithms: validate the inputs, run the compiled kernels, restore shapes.
 
-A single sample of float64 vectors goes straight to a `*_one` kernel, which checks lengths, NaN
-and the pose itself (a few hundred nanoseconds instead of numpy's microseconds). Anything else
-(lists, batches, external wrenches, other dtypes) makes the kernel's dispatcher raise TypeError
+A single sample of float64 vectors (with external wrenches, if any, as (6,) arrays) goes
+straight to a `*_one` kernel, which checks lengths, NaN and the pose itself (a few hundred
+nanoseconds instead of numpy's microseconds). Anything else (lists, batches, other dtypes) makes the kernel's dispatcher raise TypeError
 and takes the general path: `checks.prepare` validates and flattens it, a `*_many` kernel
 computes it (over threads for a large batch, fast.threads). Lists and batches are sent to the general path before the kernel: a
 dispatcher that refuses its arguments takes about a millisecond to explain why. Whenever a
@@ -38,6 +38,29 @@ def _forces(fm: FastModel, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
     return batch.f_body, batch.f_base
 
 
+def _sample_wrenches(model: Model, f_ext) -> tuple[np.ndarray, np.ndarray] | None:
+    """One sample's f_ext as (f_body (1, nb, 6), f_base (1, 6)) in body frames (checks.prepare's map).
+
+    None unless f_ext maps known links to (6,) arrays: the general path then takes the batch or
+    words the error. The kernel checks the wrenches for NaN.
+    """
+    if type(f_ext) is not dict:
+        return None
+    maps = model._wrench_maps
+    f_body, f_base = np.zeros((1, model.nb, 6)), np.zeros((1, 6))
+    for link, w in f_ext.items():
+        entry = maps.get(link)
+        if entry is None or type(w) is not _ndarray or w.shape != (6,):
+            return None
+        body, X = entry
+        F = w if X is None else w @ X
+        if body < 0:
+            f_base[0] += F
+        else:
+            f_body[0, body] += F
+    return f_body, f_base
+
+
 # The single-sample branches below are written out in each function rather than shared: a helper
 # call costs about a tenth of a microsecond, a twentieth of the Panda's rnea. Each tests that the
 # arguments are numpy arrays, q a vector, and the pose given exactly when the base floats; the
@@ -50,12 +73,16 @@ def rnea(model: Model, q, v, a, *, base_pose=None, f_ext=None) -> np.ndarray:
     """
     fm = model._fast
     T = fm.identity if base_pose is None else base_pose
-    if (f_ext is None and type(q) is _ndarray and type(v) is _ndarray and type(a) is _ndarray
-            and type(T) is _ndarray and q.ndim == 1 and (base_pose is None) is fm.fixed):
+    if (type(q) is _ndarray and type(v) is _ndarray and type(a) is _ndarray and type(T) is _ndarray
+            and q.ndim == 1 and (base_pose is None) is fm.fixed):
         out = _empty(fm.nv)
         try:
-            if single.rnea_one(fm.handle, q, v, a, T, out) == OK:
-                return out
+            if f_ext is None:
+                if single.rnea_one(fm.handle, q, v, a, T, out) == OK:
+                    return out
+            elif (wrenches := _sample_wrenches(model, f_ext)) is not None:
+                if single.rnea_wrench_one(fm.handle, q, v, a, T, *wrenches, out) == OK:
+                    return out
         except TypeError:  # not single float64 vectors: the general path below
             pass
     batch = prepare(model, q, {"v": v, "a": a}, base_pose=base_pose, f_ext=f_ext)
@@ -130,12 +157,16 @@ def hybrid(model: Model, q, v, a_or_tau, prescribed, *, base_pose=None, f_ext=No
     fm = model._fast
     mask = check_prescribed(model, prescribed)
     T = fm.identity if base_pose is None else base_pose
-    if (f_ext is None and type(q) is _ndarray and type(v) is _ndarray and type(a_or_tau) is _ndarray
-            and type(T) is _ndarray and q.ndim == 1 and (base_pose is None) is fm.fixed):
+    if (type(q) is _ndarray and type(v) is _ndarray and type(a_or_tau) is _ndarray and type(T) is _ndarray
+            and q.ndim == 1 and (base_pose is None) is fm.fixed):
         tau, a = _empty(fm.nv), _empty(fm.nv)
         try:
-            if single.hybrid_one(fm.handle, q, v, a_or_tau, mask, T, tau, a) == OK:
-                return tau, a
+            if f_ext is None:
+                if single.hybrid_one(fm.handle, q, v, a_or_tau, mask, T, tau, a) == OK:
+                    return tau, a
+            elif (wrenches := _sample_wrenches(model, f_ext)) is not None:
+                if single.hybrid_wrench_one(fm.handle, q, v, a_or_tau, mask, T, *wrenches, tau, a) == OK:
+                    return tau, a
         except TypeError:
             pass
     return _hybrid(model, fm, q, v, a_or_tau, mask, base_pose, f_ext, "a_or_tau")
@@ -149,12 +180,16 @@ def aba(model: Model, q, v, tau, *, base_pose=None, f_ext=None) -> np.ndarray:
     """
     fm = model._fast
     T = fm.identity if base_pose is None else base_pose
-    if (f_ext is None and type(q) is _ndarray and type(v) is _ndarray and type(tau) is _ndarray
-            and type(T) is _ndarray and q.ndim == 1 and (base_pose is None) is fm.fixed):
+    if (type(q) is _ndarray and type(v) is _ndarray and type(tau) is _ndarray and type(T) is _ndarray
+            and q.ndim == 1 and (base_pose is None) is fm.fixed):
         tau_out, a = _empty(fm.nv), _empty(fm.nv)
         try:
-            if single.hybrid_one(fm.handle, q, v, tau, fm.free, T, tau_out, a) == OK:
-                return a
+            if f_ext is None:
+                if single.hybrid_one(fm.handle, q, v, tau, fm.free, T, tau_out, a) == OK:
+                    return a
+            elif (wrenches := _sample_wrenches(model, f_ext)) is not None:
+                if single.hybrid_wrench_one(fm.handle, q, v, tau, fm.free, T, *wrenches, tau_out, a) == OK:
+                    return a
         except TypeError:
             pass
     return _hybrid(model, fm, q, v, tau, fm.free, base_pose, f_ext, "tau")[1]

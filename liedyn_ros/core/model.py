@@ -125,6 +125,16 @@ class Model:
         return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
 
     @functools.cached_property
+    def _wrench_maps(self) -> dict[str, tuple[int, np.ndarray | None]]:
+        """Per link L: (the body L is merged into, -1 for the root link; X, None for the identity).
+
+        A wrench F on L acts on that body as Ad_{T_body_L^-1}^T F, as a row vector F X with
+        X = Ad_{T_body_L^-1}.
+        """
+        return {link: (body, None if np.array_equal(T, np.eye(4)) else Ad_inv(T))
+                for link, (body, T) in self.link_frames.items()}
+
+    @functools.cached_property
     def _fast(self):
         """The compiled kernels' packed arrays (fast.layout.FastModel), built on first use.
 

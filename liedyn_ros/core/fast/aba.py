@@ -29,7 +29,7 @@ import numpy as np
 from .crba import mass_matrix_sample
 from .kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, borrowed, inertias_block, \
     inputs_valid, joint_transforms, load_inertias, model_arrays, parent_row, screw, sizes, transforms_block, vectors_valid, \
-    workspace
+    workspace, wrenches_valid
 from .layout import COORD, FIRST, GROUPED, MULT, SCALE, SCREW
 from .rnea import rnea_sample
 from .spatial import body_inertia_times, cholesky_solve, coadjoint_bias, congruence_to_parent, dot6, \
@@ -220,6 +220,15 @@ def hybrid_one(handle, q, v, u, prescribed, T, tau, a):
     # Sample index np.int64(0), not the literal 0, which numba would compile a second hybrid_sample for.
     return hybrid_sample(mf, mi, ws, q, v, u, prescribed, T, ws[:0].reshape((0, nb, 6)), ws[:0].reshape((0, 6)),
                          np.int64(0), tau, a)
+
+
+@jit
+def hybrid_wrench_one(handle, q, v, u, prescribed, T, f_body, f_base, tau, a):
+    """hybrid_one with external wrenches f_body (1, nb, 6) and f_base (1, 6), in body frames."""
+    mf, mi = model_arrays(handle)
+    if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, u)) and wrenches_valid(mi, f_body, f_base)):
+        return BAD_INPUT
+    return hybrid_sample(mf, mi, workspace(mf, mi), q, v, u, prescribed, T, f_body, f_base, np.int64(0), tau, a)
 
 
 @bjit

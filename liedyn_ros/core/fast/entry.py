@@ -17,6 +17,7 @@ __all__ = ["single", "drop_stale_cache"]
 
 _VEC = types.float64[::1]
 _MAT = types.float64[:, ::1]
+_WRENCH = types.float64[:, :, ::1]  # f_body (1, nb, 6)
 
 
 def _signature(name: str) -> tuple:
@@ -31,6 +32,9 @@ def _signature(name: str) -> tuple:
         "mass_matrix_one": (crba.mass_matrix_one, types.int64(model, _VEC, _MAT, _MAT)),
         "coriolis_one": (coriolis.coriolis_one, types.int64(model, _VEC, _VEC, _MAT, _MAT)),
         "hybrid_one": (aba.hybrid_one, types.int64(model, _VEC, _VEC, _VEC, types.boolean[::1], _MAT, _VEC, _VEC)),
+        "rnea_wrench_one": (rnea.rnea_wrench_one, types.int64(model, _VEC, _VEC, _VEC, _MAT, _WRENCH, _MAT, _VEC)),
+        "hybrid_wrench_one": (aba.hybrid_wrench_one, types.int64(model, _VEC, _VEC, _VEC, types.boolean[::1], _MAT,
+                                                                 _WRENCH, _MAT, _VEC, _VEC)),
         "derivatives_one": (derivatives.derivatives_one,
                             types.int64(model, _VEC, _VEC, _VEC, _VEC, _MAT, types.boolean, types.float64[:, :, ::1])),
         "rnea_time_one": (time_fast.rnea_time_one, types.int64(model, _VEC, _MAT, _MAT, _MAT)),

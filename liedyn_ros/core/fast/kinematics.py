@@ -36,6 +36,18 @@ def vectors_valid(mi, vectors):
 
 
 @ijit
+def wrenches_valid(mi, f_body, f_base):
+    """One sample's external wrenches: f_body (1, nb, 6) and f_base (1, 6), all finite."""
+    nb = mi.shape[0] - 1
+    if f_body.shape[0] != 1 or f_body.shape[1] != nb or f_base.shape[0] != 1:
+        return False
+    for i in range(nb):
+        if not all_finite(f_body[0, i]):
+            return False
+    return all_finite(f_base[0])
+
+
+@ijit
 def joint_transforms(mf, mi, q, R, p):
     """(R_i, p_i) of every f_{lambda(i), i}."""
     for i in range(mi.shape[0] - 1):

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from .kinematics import BAD_INPUT, OK, block, borrowed, body_rate, body_velocities, inputs_valid, \
-    joint_transforms, model_arrays, parent_row, sizes, transforms_block, vectors_valid, workspace
+    joint_transforms, model_arrays, parent_row, sizes, transforms_block, vectors_valid, workspace, \
+    wrenches_valid
 from .layout import COORD, MULT, SCREW
 from .spatial import body_inertia_times, coadjoint_bias, gravity_in_base, ijit, jit, bjit, screw_dot, \
     twist_to_child, wrench_to_parent
@@ -108,6 +109,15 @@ def rnea_one(handle, q, v, a, T, out):
     ws = workspace(mf, mi)
     # Sample index np.int64(0), not the literal 0, which numba would compile a second rnea_sample for.
     return rnea_sample(mf, mi, ws, q, v, a, T, ws[:0].reshape((0, nb, 6)), ws[:0].reshape((0, 6)), np.int64(0), out)
+
+
+@jit
+def rnea_wrench_one(handle, q, v, a, T, f_body, f_base, out):
+    """rnea_one with external wrenches f_body (1, nb, 6) and f_base (1, 6), in body frames."""
+    mf, mi = model_arrays(handle)
+    if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, a)) and wrenches_valid(mi, f_body, f_base)):
+        return BAD_INPUT
+    return rnea_sample(mf, mi, workspace(mf, mi), q, v, a, T, f_body, f_base, np.int64(0), out)
 
 
 @jit
