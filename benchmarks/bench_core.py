@@ -72,6 +72,15 @@ def bench_robot(label: str, batch: int, threads: int) -> None:
     q_pin, v_pin = conversions.to_pinocchio(model, q, v, base_pose=pose, joint_order=order)
     a_pin = rng.normal(size=pin_model.nv)
     tau_pin = pin.rnea(pin_model, data, q_pin, v_pin, a_pin)
+    # A wrench on the link of the last joint with its own coordinate (the Panda's second finger is
+    # a mimic joint here, a joint of its own in Pinocchio): the link's frame is the joint's in both.
+    joint = [name for name in pin_model.names if name in model.joint_names][-1]
+    link = model.body_names[model.body_joints.index(joint)]
+    wrench = rng.normal(size=6)  # (m, f)
+    f_ext = {link: wrench}
+    fext_pin = pin.StdVec_Force()
+    for k in range(pin_model.njoints):
+        fext_pin.append(pin.Force(wrench[3:], wrench[:3]) if k == pin_model.getJointId(joint) else pin.Force.Zero())
 
     print(f"\n{label}: n = {model.n} coordinates, {model.nb} bodies (Pinocchio nv = {pin_model.nv})")
     print(f"  per call {'':<13}{'ours us':>10}{'Pinocchio us':>12}{'ratio':>8}")
@@ -87,6 +96,8 @@ def bench_robot(label: str, batch: int, threads: int) -> None:
         ("coriolis_matrix", lambda: core.coriolis_matrix(model, q, v, base_pose=pose),
          lambda: pin.computeCoriolisMatrix(pin_model, data, q_pin, v_pin)),
         ("hybrid (half given)", lambda: core.hybrid(model, q, v, a, mask, base_pose=pose), None),
+        ("rnea, wrench on 1 link", lambda: core.rnea(model, q, v, a, base_pose=pose, f_ext=f_ext),
+         lambda: pin.rnea(pin_model, data, q_pin, v_pin, a_pin, fext_pin)),
     ]
     mask = np.arange(model.nv) % 2 == 0
     for name, ours, theirs in cases:
