@@ -217,3 +217,35 @@ def test_other_dtypes_and_pickled_models() -> None:
     assert "_fast" not in copy.__dict__
     close(core.rnea(copy, q.astype(float), v, a), expected)
     close(core.mass_matrix(copy, q.astype(float)), reference.mass_matrix(model, q.astype(float)))
+
+
+def test_large_batches_split_over_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch split over three threads equals the reference sample by sample, for every algorithm."""
+    import numba
+
+    from liedyn_ros.core.fast import threads
+
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 3)
+    monkeypatch.setattr(threads, "_pool", None)
+    calls = []
+    kernel_run = threads.run_batch
+
+    def counting(kernel, B, *args):
+        calls.append((kernel.__name__, B))
+        return kernel_run(kernel, B, *args)
+
+    monkeypatch.setattr("liedyn_ros.core.dynamics.run_batch", counting)
+    model = load("solo12")
+    rng = np.random.default_rng(5)
+    B = 3 * threads.SAMPLES_PER_THREAD + 7
+    q, v, a, pose = inputs(model, rng, (B,))
+    mask = rng.random(model.nv) < 0.5
+    picks = [0, B // 3, B // 2, B - 1]  # samples in the first, second and last thread's share
+    for name, run in algorithms(model, q, v, a, pose, None, mask).items():
+        got = run(core)
+        for k in picks:
+            one = algorithms(model, q[k], v[k], a[k], pose[k], None, mask)[name](reference)
+            for g, w in pairs(name, [x[k] for x in got] if name == "hybrid" else got[k], one):
+                close(g, w)
+    assert {B} == {n for _, n in calls} and len(calls) == 6
+    assert threads._pool is not None  # the batch was in fact handed to the pool
