@@ -249,3 +249,17 @@ def test_large_batches_split_over_threads(monkeypatch: pytest.MonkeyPatch) -> No
                 close(g, w)
     assert {B} == {n for _, n in calls} and len(calls) == 6
     assert threads._pool is not None  # the batch was in fact handed to the pool
+
+
+def test_batches_in_a_forked_child() -> None:
+    """A process forked after a threaded batch computes batches too (its pool is its own)."""
+    import multiprocessing
+
+    from liedyn_ros.core.fast import threads
+
+    model = load("panda")
+    q, v, a, _ = inputs(model, np.random.default_rng(6), (4 * threads.SAMPLES_PER_THREAD,))
+    expected = core.rnea(model, q, v, a)
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        got = pool.apply_async(core.rnea, (model, q, v, a)).get(timeout=120)
+    close(got, expected)

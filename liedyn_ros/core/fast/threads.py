@@ -8,6 +8,7 @@ NUMBA_NUM_THREADS environment variable) of a pool kept for the process.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -19,6 +20,15 @@ __all__ = ["run_batch", "SAMPLES_PER_THREAD"]
 SAMPLES_PER_THREAD = 64
 
 _pool: ThreadPoolExecutor | None = None
+
+
+def _forget_pool() -> None:
+    """A forked child has none of the parent's threads: it starts a pool of its own when needed."""
+    global _pool
+    _pool = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 def run_batch(kernel: Callable[..., int], B: int, *args) -> int:
