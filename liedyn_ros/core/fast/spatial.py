@@ -11,7 +11,7 @@ import math
 
 from numba import njit
 
-from .layout import INERTIA, MULT, OFFSET, PM, RM, SCREW
+from .layout import AXIS, GENERAL, INERTIA, MULT, OFFSET, PM, RM, SCREW
 
 jit = njit(cache=True, error_model="numpy")
 # Steps are inlined into the kernels: numba's calls cost as much as a small step's arithmetic
@@ -25,10 +25,25 @@ pjit = njit(cache=True, error_model="numpy", parallel=True)
 def joint_transform(mf, i, q_coord, R, p):
     """(R, p) of f_i = M_i exp([S_i] q_i), q_i = mult q_coord + offset (Park et al. eqs. 15-17, 22).
 
+    A screw along a frame axis (layout.joint_axis) skips the general exponential.
+    """
+    t = mf[i, MULT] * q_coord + mf[i, OFFSET]
+    k = int(mf[i, AXIS])
+    if k == GENERAL:
+        M_exp_screw(mf, i, t, R, p)
+    elif k < 3:
+        M_rotation(mf, i, k, mf[i, SCREW + k] * t, R, p)
+    else:
+        M_translation(mf, i, k - 3, mf[i, SCREW + k] * t, R, p)
+
+
+@ijit
+def M_exp_screw(mf, i, t, R, p):
+    """(R, p) = M_i exp([S_i] t) for any screw S_i.
+
     exp([S] t) with S = (w, v), |w| = k: rotation Rodrigues(w/k, k t) and translation
     (I k t + (1 - cos) [u] + (k t - sin) [u]^2) v / k; a pure translation v t when w = 0.
     """
-    t = mf[i, MULT] * q_coord + mf[i, OFFSET]
     wx, wy, wz = mf[i, SCREW], mf[i, SCREW + 1], mf[i, SCREW + 2]
     vx, vy, vz = mf[i, SCREW + 3], mf[i, SCREW + 4], mf[i, SCREW + 5]
     k = math.sqrt(wx * wx + wy * wy + wz * wz)
@@ -56,6 +71,32 @@ def joint_transform(mf, i, q_coord, R, p):
         R[r, 1] = m0 * e01 + m1 * e11 + m2 * e21
         R[r, 2] = m0 * e02 + m1 * e12 + m2 * e22
         p[r] = m0 * ex + m1 * ey + m2 * ez + mf[i, PM + r]
+
+
+@ijit
+def M_rotation(mf, i, k, th, R, p):
+    """(R, p) = M_i exp([e_k] th) = (R_M Rot(e_k, th), p_M), a revolute joint about axis k.
+
+    Rot(e_k, th) keeps column k and turns e_a into c e_a + s e_b ((k, a, b) cyclic).
+    """
+    a = k + 1 if k < 2 else 0
+    b = a + 1 if a < 2 else 0
+    s, c = math.sin(th), math.cos(th)
+    for r in range(3):
+        ma, mb = mf[i, RM + 3 * r + a], mf[i, RM + 3 * r + b]
+        R[r, a] = c * ma + s * mb
+        R[r, b] = c * mb - s * ma
+        R[r, k] = mf[i, RM + 3 * r + k]
+        p[r] = mf[i, PM + r]
+
+
+@ijit
+def M_translation(mf, i, k, d, R, p):
+    """(R, p) = M_i exp([(0, e_k)] d) = (R_M, p_M + d R_M e_k), a prismatic joint along axis k."""
+    for r in range(3):
+        for c in range(3):
+            R[r, c] = mf[i, RM + 3 * r + c]
+        p[r] = mf[i, PM + r] + d * mf[i, RM + 3 * r + k]
 
 
 @ijit
