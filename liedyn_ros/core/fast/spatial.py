@@ -166,12 +166,21 @@ def congruence_to_parent(R, p, A, out, tmp):
 
 @ijit
 def body_inertia_times(mf, i, V, out):
-    """out = J_i V (i = nb for the base)."""
-    for r in range(6):
-        s = 0.0
-        for c in range(6):
-            s += mf[i, INERTIA + 6 * r + c] * V[c]
-        out[r] = s
+    """out = J_i V = (I w + h x v, m v - h x w) for V = (w, v) (i = nb for the base).
+
+    J_i = [[I, [h]], [[h]^T, m 1]] is a rigid-body inertia (see inertia10): 24 products, not 36.
+    """
+    w0, w1, w2, v0, v1, v2 = V[0], V[1], V[2], V[3], V[4], V[5]
+    m = mf[i, INERTIA + 35]
+    h0, h1, h2 = mf[i, INERTIA + 16], mf[i, INERTIA + 5], mf[i, INERTIA + 9]  # J[2, 4], J[0, 5], J[1, 3]
+    for r in range(3):
+        out[r] = mf[i, INERTIA + 6 * r] * w0 + mf[i, INERTIA + 6 * r + 1] * w1 + mf[i, INERTIA + 6 * r + 2] * w2
+    out[0] += h1 * v2 - h2 * v1
+    out[1] += h2 * v0 - h0 * v2
+    out[2] += h0 * v1 - h1 * v0
+    out[3] = m * v0 - h1 * w2 + h2 * w1
+    out[4] = m * v1 - h2 * w0 + h0 * w2
+    out[5] = m * v2 - h0 * w1 + h1 * w0
 
 
 @ijit
