@@ -194,10 +194,20 @@ def pose_in_world(R0, p0, R, p, Rw, pw):
 
 @ijit
 def screw_to_world(mf, i, Rw, pw, out):
-    """out = Ad_{T_i} S_i = (Rw w, Rw v + pw x Rw w): the joint screw in the base frame."""
+    """out = Ad_{T_i} S_i = (Rw w, Rw v + pw x Rw w): the joint screw in the base frame.
+
+    For S_i = c e_k along a frame axis, Rw w or Rw v is c times a column of Rw.
+    """
+    k = int(mf[i, AXIS])
+    c = mf[i, SCREW + k] if k != GENERAL else 0.0
     for r in range(3):
-        out[r] = Rw[r, 0] * mf[i, SCREW] + Rw[r, 1] * mf[i, SCREW + 1] + Rw[r, 2] * mf[i, SCREW + 2]
-        out[3 + r] = Rw[r, 0] * mf[i, SCREW + 3] + Rw[r, 1] * mf[i, SCREW + 4] + Rw[r, 2] * mf[i, SCREW + 5]
+        if k == GENERAL:
+            out[r] = Rw[r, 0] * mf[i, SCREW] + Rw[r, 1] * mf[i, SCREW + 1] + Rw[r, 2] * mf[i, SCREW + 2]
+            out[3 + r] = Rw[r, 0] * mf[i, SCREW + 3] + Rw[r, 1] * mf[i, SCREW + 4] + Rw[r, 2] * mf[i, SCREW + 5]
+        elif k < 3:
+            out[r], out[3 + r] = c * Rw[r, k], 0.0
+        else:
+            out[r], out[3 + r] = 0.0, c * Rw[r, k - 3]
     out[3] += pw[1] * out[2] - pw[2] * out[1]
     out[4] += pw[2] * out[0] - pw[0] * out[2]
     out[5] += pw[0] * out[1] - pw[1] * out[0]
@@ -313,6 +323,20 @@ def mat6_times(A, V, out):
 
 
 @ijit
+def times_screw(mf, i, A, out):
+    """out = A S_i for a 6x6 A: a column of A, scaled, for S_i = c e_k along a frame axis."""
+    k = int(mf[i, AXIS])
+    for r in range(6):
+        if k != GENERAL:
+            out[r] = mf[i, SCREW + k] * A[r, k]
+        else:
+            s = 0.0
+            for m in range(6):
+                s += A[r, m] * mf[i, SCREW + m]
+            out[r] = s
+
+
+@ijit
 def bracket(V, S, out):
     """out = ad_V S = [V, S] = (w x s_w, v x s_w + w x s_v)."""
     out[0] = V[1] * S[2] - V[2] * S[1]
@@ -336,7 +360,10 @@ def coadjoint_bias(V, h, out):
 
 @ijit
 def screw_dot(mf, i, F):
-    """S_i^T F."""
+    """S_i^T F: one product for a screw along a frame axis (layout.joint_axis)."""
+    k = int(mf[i, AXIS])
+    if k != GENERAL:
+        return mf[i, SCREW + k] * F[k]
     s = 0.0
     for r in range(6):
         s += mf[i, SCREW + r] * F[r]
