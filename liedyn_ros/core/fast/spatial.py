@@ -134,18 +134,14 @@ def congruence_to_parent(R, p, A, out, tmp):
     Ad_{f^-1}^T = [[1, [p]], [0, 1]] diag(R, R), so with A' = diag(R, R) A diag(R, R)^T
         Y22 = A'22,   Y12 = A'12 + [p] A'22,   Y11 = A'11 + [p] A'21 + Y12 [p]^T,
     two thirds of the work of six wrench maps on each side. Column c of [p] N is p x N[:, c],
-    row r of N [p]^T is p x N[r, :].
+    row r of N [p]^T is p x N[r, :]. A' is symmetric: three blocks are rotated, A'21 = A'12^T.
     """
-    for r in range(6):  # tmp = A diag(R, R)^T
-        for cb in range(0, 6, 3):
-            a0, a1, a2 = A[r, cb], A[r, cb + 1], A[r, cb + 2]
-            for c in range(3):
-                tmp[r, cb + c] = a0 * R[c, 0] + a1 * R[c, 1] + a2 * R[c, 2]
-    for rb in range(0, 6, 3):  # tmp = diag(R, R) tmp = A'
-        for c in range(6):
-            t0, t1, t2 = tmp[rb, c], tmp[rb + 1, c], tmp[rb + 2, c]
-            for r in range(3):
-                tmp[rb + r, c] = R[r, 0] * t0 + R[r, 1] * t1 + R[r, 2] * t2
+    rotate_block(R, A, 0, 0, tmp)
+    rotate_block(R, A, 0, 3, tmp)
+    rotate_block(R, A, 3, 3, tmp)
+    for r in range(3):
+        for c in range(3):
+            tmp[3 + c, r] = tmp[r, 3 + c]
     for c in range(6):  # upper blocks += [p] (lower blocks): Y12, and A'11 + [p] A'21
         n0, n1, n2 = tmp[3, c], tmp[4, c], tmp[5, c]
         tmp[0, c] += p[1] * n2 - p[2] * n1
@@ -162,6 +158,25 @@ def congruence_to_parent(R, p, A, out, tmp):
             out[r, 3 + c] += tmp[r, 3 + c]
             out[3 + c, r] += tmp[r, 3 + c]  # Y21 = Y12^T
             out[3 + r, 3 + c] += tmp[3 + r, 3 + c]
+
+
+@ijit
+def rotate_block(R, A, r0, c0, out):
+    """out[r0:r0 + 3, c0:c0 + 3] = R B R^T for the 3x3 block B = A[r0:r0 + 3, c0:c0 + 3].
+
+    R and B are read once into locals: the stores into out could alias them (one workspace),
+    which would otherwise reload them for every entry.
+    """
+    Rl = ((R[0, 0], R[0, 1], R[0, 2]), (R[1, 0], R[1, 1], R[1, 2]), (R[2, 0], R[2, 1], R[2, 2]))
+    B = ((A[r0, c0], A[r0, c0 + 1], A[r0, c0 + 2]), (A[r0 + 1, c0], A[r0 + 1, c0 + 1], A[r0 + 1, c0 + 2]),
+         (A[r0 + 2, c0], A[r0 + 2, c0 + 1], A[r0 + 2, c0 + 2]))
+    for c in range(3):
+        Rc = Rl[c]
+        y0 = B[0][0] * Rc[0] + B[0][1] * Rc[1] + B[0][2] * Rc[2]  # (B R^T)[:, c]
+        y1 = B[1][0] * Rc[0] + B[1][1] * Rc[1] + B[1][2] * Rc[2]
+        y2 = B[2][0] * Rc[0] + B[2][1] * Rc[1] + B[2][2] * Rc[2]
+        for r in range(3):
+            out[r0 + r, c0 + c] = Rl[r][0] * y0 + Rl[r][1] * y1 + Rl[r][2] * y2
 
 
 @ijit
