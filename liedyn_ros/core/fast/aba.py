@@ -33,7 +33,7 @@ from .kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, borrowe
 from .layout import COORD, FIRST, GROUPED, MULT, SCALE, SCREW
 from .rnea import rnea_sample
 from .spatial import body_inertia_times, cholesky_solve, coadjoint_bias, congruence_to_parent, dot6, \
-    gravity_in_base, ijit, jit, mat6_times, bjit, screw_dot, twist_to_child, wrench_to_parent
+    gravity_in_base, ijit, jit, mat6_times, bjit, screw_dot, times_screw, twist_to_child, wrench_to_parent
 
 # S^T J^ S below this fraction of the robot's largest inertia entry counts as singular (as the reference).
 SINGULAR_TOL = 1e-12
@@ -98,7 +98,7 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
     for i in range(nb - 1, -1, -1):
         k, m = mi[i, COORD], mf[i, MULT]
         S = screw(mf, i)
-        mat6_times(Jh[i], S, U[i])
+        times_screw(mf, i, Jh[i], U[i])
         beta = x[0]
         if prescribed[base + k]:
             for r in range(6):

@@ -63,21 +63,26 @@ def body_rate(mf, mi, i, x):
 
 @ijit
 def body_velocities(mf, mi, R, p, v, V, eta):
-    """V_i = Ad_{f_i^-1} V_lambda(i) + S_i qd_i and eta_i = ad_{V_i} S_i qd_i (Kim Table 3).
+    """V_i and eta_i of every body (body_velocity).
 
     Row nb of V holds the base twist (zero for a fixed base), set by the caller; the parent of a
     root body is that row.
     """
-    nb, n, nv = sizes(mi)
-    for i in range(nb):
-        twist_to_child(R[i], p[i], V[parent_row(mi, i)], V[i])
-        qd = body_rate(mf, mi, i, v)
-        S = screw(mf, i)
-        for r in range(6):
-            V[i, r] += S[r] * qd
-        bracket(V[i], S, eta[i])
-        for r in range(6):
-            eta[i, r] *= qd
+    for i in range(mi.shape[0] - 1):
+        body_velocity(mf, mi, i, R[i], p[i], v, V, eta[i])
+
+
+@ijit
+def body_velocity(mf, mi, i, R, p, v, V, eta):
+    """V_i = Ad_{f_i^-1} V_lambda(i) + S_i qd_i and eta = ad_{V_i} S_i qd_i (Kim Table 3); (R, p) = f_i."""
+    twist_to_child(R, p, V[parent_row(mi, i)], V[i])
+    qd = body_rate(mf, mi, i, v)
+    S = screw(mf, i)
+    for r in range(6):
+        V[i, r] += S[r] * qd
+    bracket(V[i], S, eta)
+    for r in range(6):
+        eta[r] *= qd
 
 
 @ijit

@@ -5,7 +5,8 @@ one float array `mf` and one int array `mi`, and the single-sample workspace rid
 
     mf[i]   body i (0 <= i < nb):  R of M_i (row-major), p of M_i, S_i, J_i (row-major),
                                    mimic multiplier and offset (q_i = mult q_coord + offset),
-                                   1 if i is the first body its coordinate drives
+                                   1 if i is the first body its coordinate drives,
+                                   the axis of S_i (`joint_axis`)
     mf[nb]  the base:              gravity (world frame), the largest inertia entry, 1 if every
                                    coordinate's bodies share one parent (ABA stays recursive),
                                    J_base
@@ -23,16 +24,17 @@ import numpy as np
 
 from ..model import Model
 
-__all__ = ["FastModel", "fast_model", "RM", "PM", "SCREW", "INERTIA", "MULT", "OFFSET", "FIRST", "GRAVITY",
-           "SCALE", "GROUPED", "PARENT", "COORD", "WIDTH", "MI_WIDTH", "HEADER"]
+__all__ = ["FastModel", "fast_model", "RM", "PM", "SCREW", "INERTIA", "MULT", "OFFSET", "FIRST", "AXIS",
+           "GRAVITY", "SCALE", "GROUPED", "PARENT", "COORD", "GENERAL", "WIDTH", "MI_WIDTH", "HEADER"]
 
-RM, PM, SCREW, INERTIA, MULT, OFFSET, FIRST = 0, 9, 12, 18, 54, 55, 56
+RM, PM, SCREW, INERTIA, MULT, OFFSET, FIRST, AXIS = 0, 9, 12, 18, 54, 55, 56, 57
 # base row: gravity (3), largest inertia entry (singularity threshold), mimic groups share a parent
 GRAVITY, SCALE, GROUPED = 0, 3, 4
-WIDTH = 57
+WIDTH = 58
 PARENT, COORD = 0, 1
 MI_WIDTH = 2
 HEADER = 4  # entries of the handle's header
+GENERAL = -1  # AXIS of a screw with more than one nonzero entry
 
 
 class FastModel:
@@ -54,6 +56,7 @@ class FastModel:
         mf[:nb, OFFSET] = model.q_offset
         first = np.unique(coordinate, return_index=True)[1]
         mf[first, FIRST] = 1.0
+        mf[:nb, AXIS] = [joint_axis(S) for S in model.S]
         mf[nb, GRAVITY:GRAVITY + 3] = model.gravity
         mf[nb, SCALE] = max(np.abs(model.J).max(initial=0.0), np.abs(model.J_base).max())
         mf[nb, GROUPED] = all(np.unique(model.parent[coordinate == k]).size == 1 for k in range(model.n))
@@ -73,6 +76,16 @@ class FastModel:
         self.identity = np.eye(4)  # the base pose of a fixed base: gravity is given in its frame
         # f_body (B, nb, 6) and f_base (B, 6) of a batch without external wrenches
         self.no_body_force, self.no_base_force = np.zeros((0, nb, 6)), np.zeros((0, 6))
+
+
+def joint_axis(S: np.ndarray) -> int:
+    """The k with S = c e_k, or GENERAL.
+
+    0 <= k < 3 is a revolute joint about a frame axis, 3 <= k < 6 a prismatic one along it: most
+    robots' joints, whose f_i, S_i^T F and J S_i cost a fraction of a general screw's.
+    """
+    nonzero = np.flatnonzero(S)
+    return int(nonzero[0]) if nonzero.size == 1 else GENERAL
 
 
 def workspace_size(nb: int, nv: int) -> int:

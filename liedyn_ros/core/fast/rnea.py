@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kinematics import BAD_INPUT, OK, block, borrowed, body_rate, body_velocities, inputs_valid, \
-    joint_transforms, model_arrays, parent_row, sizes, transforms_block, vectors_valid, workspace, \
-    wrenches_valid
+from .kinematics import BAD_INPUT, OK, block, borrowed, body_rate, body_velocity, inputs_valid, model_arrays, \
+    parent_row, sizes, transforms_block, vectors_valid, workspace, wrenches_valid
 from .layout import COORD, MULT, SCREW
-from .spatial import body_inertia_times, coadjoint_bias, gravity_in_base, ijit, jit, bjit, screw_dot, \
-    twist_to_child, wrench_to_parent
+from .spatial import bjit, body_inertia_times, coadjoint_bias, gravity_in_base, ijit, jit, joint_transform, \
+    screw_dot, twist_to_child, wrench_to_parent
 
 
 @jit
@@ -32,23 +31,23 @@ def rnea_sample(mf, mi, ws, q, v, a, T, f_body, f_base, b, out):
     nb, n, nv = sizes(mi)
     R, p, o = transforms_block(ws, 0, nb)
     V, o = block(ws, o, nb + 1, 6)
-    eta, o = block(ws, o, nb + 1, 6)
     dV, o = block(ws, o, nb + 1, 6)
     F, o = block(ws, o, nb + 1, 6)
-    h, o = block(ws, o, 1, 6)
-    joint_transforms(mf, mi, q, R, p)
+    h, o = block(ws, o, 2, 6)
     base = nv - n
     gravity_in_base(mf, nb, T, dV[nb])
     for r in range(6):
         V[nb, r] = v[r] if base else 0.0
         dV[nb, r] += a[r] if base else 0.0
-    body_velocities(mf, mi, R, p, v, V, eta)
-    for i in range(nb):
+    newton_euler(mf, nb, V[nb], dV[nb], h[0], F[nb])
+    eta = h[1]
+    for i in range(nb):  # one pass: the forward recursion and each body's F_i
+        joint_transform(mf, i, q[mi[i, COORD]], R[i], p[i])
+        body_velocity(mf, mi, i, R[i], p[i], v, V, eta)
         twist_to_child(R[i], p[i], dV[parent_row(mi, i)], dV[i])
         qdd = body_rate(mf, mi, i, a)
         for r in range(6):
-            dV[i, r] += eta[i, r] + mf[i, SCREW + r] * qdd
-    for i in range(nb + 1):
+            dV[i, r] += eta[r] + mf[i, SCREW + r] * qdd
         newton_euler(mf, i, V[i], dV[i], h[0], F[i])
     if f_body.shape[0]:
         for i in range(nb):
@@ -68,11 +67,11 @@ def gravity_sample(mf, mi, ws, q, T, out):
     R, p, o = transforms_block(ws, 0, nb)
     dV, o = block(ws, o, nb + 1, 6)
     F, o = block(ws, o, nb + 1, 6)
-    joint_transforms(mf, mi, q, R, p)
     gravity_in_base(mf, nb, T, dV[nb])
+    body_inertia_times(mf, nb, dV[nb], F[nb])
     for i in range(nb):
+        joint_transform(mf, i, q[mi[i, COORD]], R[i], p[i])
         twist_to_child(R[i], p[i], dV[parent_row(mi, i)], dV[i])
-    for i in range(nb + 1):
         body_inertia_times(mf, i, dV[i], F[i])
     generalized_forces(mf, mi, R, p, F, out)
     return OK

@@ -11,7 +11,7 @@ import math
 
 from numba import njit
 
-from .layout import INERTIA, MULT, OFFSET, PM, RM, SCREW
+from .layout import AXIS, GENERAL, INERTIA, MULT, OFFSET, PM, RM, SCREW
 
 jit = njit(cache=True, error_model="numpy")
 # Steps are inlined into the kernels: numba's calls cost as much as a small step's arithmetic
@@ -25,10 +25,25 @@ bjit = njit(cache=True, error_model="numpy", nogil=True)
 def joint_transform(mf, i, q_coord, R, p):
     """(R, p) of f_i = M_i exp([S_i] q_i), q_i = mult q_coord + offset (Park et al. eqs. 15-17, 22).
 
+    A screw along a frame axis (layout.joint_axis) skips the general exponential.
+    """
+    t = mf[i, MULT] * q_coord + mf[i, OFFSET]
+    k = int(mf[i, AXIS])
+    if k == GENERAL:
+        M_exp_screw(mf, i, t, R, p)
+    elif k < 3:
+        M_rotation(mf, i, k, mf[i, SCREW + k] * t, R, p)
+    else:
+        M_translation(mf, i, k - 3, mf[i, SCREW + k] * t, R, p)
+
+
+@ijit
+def M_exp_screw(mf, i, t, R, p):
+    """(R, p) = M_i exp([S_i] t) for any screw S_i.
+
     exp([S] t) with S = (w, v), |w| = k: rotation Rodrigues(w/k, k t) and translation
     (I k t + (1 - cos) [u] + (k t - sin) [u]^2) v / k; a pure translation v t when w = 0.
     """
-    t = mf[i, MULT] * q_coord + mf[i, OFFSET]
     wx, wy, wz = mf[i, SCREW], mf[i, SCREW + 1], mf[i, SCREW + 2]
     vx, vy, vz = mf[i, SCREW + 3], mf[i, SCREW + 4], mf[i, SCREW + 5]
     k = math.sqrt(wx * wx + wy * wy + wz * wz)
@@ -56,6 +71,32 @@ def joint_transform(mf, i, q_coord, R, p):
         R[r, 1] = m0 * e01 + m1 * e11 + m2 * e21
         R[r, 2] = m0 * e02 + m1 * e12 + m2 * e22
         p[r] = m0 * ex + m1 * ey + m2 * ez + mf[i, PM + r]
+
+
+@ijit
+def M_rotation(mf, i, k, th, R, p):
+    """(R, p) = M_i exp([e_k] th) = (R_M Rot(e_k, th), p_M), a revolute joint about axis k.
+
+    Rot(e_k, th) keeps column k and turns e_a into c e_a + s e_b ((k, a, b) cyclic).
+    """
+    a = k + 1 if k < 2 else 0
+    b = a + 1 if a < 2 else 0
+    s, c = math.sin(th), math.cos(th)
+    for r in range(3):
+        ma, mb = mf[i, RM + 3 * r + a], mf[i, RM + 3 * r + b]
+        R[r, a] = c * ma + s * mb
+        R[r, b] = c * mb - s * ma
+        R[r, k] = mf[i, RM + 3 * r + k]
+        p[r] = mf[i, PM + r]
+
+
+@ijit
+def M_translation(mf, i, k, d, R, p):
+    """(R, p) = M_i exp([(0, e_k)] d) = (R_M, p_M + d R_M e_k), a prismatic joint along axis k."""
+    for r in range(3):
+        for c in range(3):
+            R[r, c] = mf[i, RM + 3 * r + c]
+        p[r] = mf[i, PM + r] + d * mf[i, RM + 3 * r + k]
 
 
 @ijit
@@ -93,18 +134,14 @@ def congruence_to_parent(R, p, A, out, tmp):
     Ad_{f^-1}^T = [[1, [p]], [0, 1]] diag(R, R), so with A' = diag(R, R) A diag(R, R)^T
         Y22 = A'22,   Y12 = A'12 + [p] A'22,   Y11 = A'11 + [p] A'21 + Y12 [p]^T,
     two thirds of the work of six wrench maps on each side. Column c of [p] N is p x N[:, c],
-    row r of N [p]^T is p x N[r, :].
+    row r of N [p]^T is p x N[r, :]. A' is symmetric: three blocks are rotated, A'21 = A'12^T.
     """
-    for r in range(6):  # tmp = A diag(R, R)^T
-        for cb in range(0, 6, 3):
-            a0, a1, a2 = A[r, cb], A[r, cb + 1], A[r, cb + 2]
-            for c in range(3):
-                tmp[r, cb + c] = a0 * R[c, 0] + a1 * R[c, 1] + a2 * R[c, 2]
-    for rb in range(0, 6, 3):  # tmp = diag(R, R) tmp = A'
-        for c in range(6):
-            t0, t1, t2 = tmp[rb, c], tmp[rb + 1, c], tmp[rb + 2, c]
-            for r in range(3):
-                tmp[rb + r, c] = R[r, 0] * t0 + R[r, 1] * t1 + R[r, 2] * t2
+    rotate_block(R, A, 0, 0, tmp)
+    rotate_block(R, A, 0, 3, tmp)
+    rotate_block(R, A, 3, 3, tmp)
+    for r in range(3):
+        for c in range(3):
+            tmp[3 + c, r] = tmp[r, 3 + c]
     for c in range(6):  # upper blocks += [p] (lower blocks): Y12, and A'11 + [p] A'21
         n0, n1, n2 = tmp[3, c], tmp[4, c], tmp[5, c]
         tmp[0, c] += p[1] * n2 - p[2] * n1
@@ -124,13 +161,41 @@ def congruence_to_parent(R, p, A, out, tmp):
 
 
 @ijit
+def rotate_block(R, A, r0, c0, out):
+    """out[r0:r0 + 3, c0:c0 + 3] = R B R^T for the 3x3 block B = A[r0:r0 + 3, c0:c0 + 3].
+
+    R and B are read once into locals: the stores into out could alias them (one workspace),
+    which would otherwise reload them for every entry.
+    """
+    Rl = ((R[0, 0], R[0, 1], R[0, 2]), (R[1, 0], R[1, 1], R[1, 2]), (R[2, 0], R[2, 1], R[2, 2]))
+    B = ((A[r0, c0], A[r0, c0 + 1], A[r0, c0 + 2]), (A[r0 + 1, c0], A[r0 + 1, c0 + 1], A[r0 + 1, c0 + 2]),
+         (A[r0 + 2, c0], A[r0 + 2, c0 + 1], A[r0 + 2, c0 + 2]))
+    for c in range(3):
+        Rc = Rl[c]
+        y0 = B[0][0] * Rc[0] + B[0][1] * Rc[1] + B[0][2] * Rc[2]  # (B R^T)[:, c]
+        y1 = B[1][0] * Rc[0] + B[1][1] * Rc[1] + B[1][2] * Rc[2]
+        y2 = B[2][0] * Rc[0] + B[2][1] * Rc[1] + B[2][2] * Rc[2]
+        for r in range(3):
+            out[r0 + r, c0 + c] = Rl[r][0] * y0 + Rl[r][1] * y1 + Rl[r][2] * y2
+
+
+@ijit
 def body_inertia_times(mf, i, V, out):
-    """out = J_i V (i = nb for the base)."""
-    for r in range(6):
-        s = 0.0
-        for c in range(6):
-            s += mf[i, INERTIA + 6 * r + c] * V[c]
-        out[r] = s
+    """out = J_i V = (I w + h x v, m v - h x w) for V = (w, v) (i = nb for the base).
+
+    J_i = [[I, [h]], [[h]^T, m 1]] is a rigid-body inertia (see inertia10): 24 products, not 36.
+    """
+    w0, w1, w2, v0, v1, v2 = V[0], V[1], V[2], V[3], V[4], V[5]
+    m = mf[i, INERTIA + 35]
+    h0, h1, h2 = mf[i, INERTIA + 16], mf[i, INERTIA + 5], mf[i, INERTIA + 9]  # J[2, 4], J[0, 5], J[1, 3]
+    for r in range(3):
+        out[r] = mf[i, INERTIA + 6 * r] * w0 + mf[i, INERTIA + 6 * r + 1] * w1 + mf[i, INERTIA + 6 * r + 2] * w2
+    out[0] += h1 * v2 - h2 * v1
+    out[1] += h2 * v0 - h0 * v2
+    out[2] += h0 * v1 - h1 * v0
+    out[3] = m * v0 - h1 * w2 + h2 * w1
+    out[4] = m * v1 - h2 * w0 + h0 * w2
+    out[5] = m * v2 - h0 * w1 + h1 * w0
 
 
 @ijit
@@ -144,10 +209,20 @@ def pose_in_world(R0, p0, R, p, Rw, pw):
 
 @ijit
 def screw_to_world(mf, i, Rw, pw, out):
-    """out = Ad_{T_i} S_i = (Rw w, Rw v + pw x Rw w): the joint screw in the base frame."""
+    """out = Ad_{T_i} S_i = (Rw w, Rw v + pw x Rw w): the joint screw in the base frame.
+
+    For S_i = c e_k along a frame axis, Rw w or Rw v is c times a column of Rw.
+    """
+    k = int(mf[i, AXIS])
+    c = mf[i, SCREW + k] if k != GENERAL else 0.0
     for r in range(3):
-        out[r] = Rw[r, 0] * mf[i, SCREW] + Rw[r, 1] * mf[i, SCREW + 1] + Rw[r, 2] * mf[i, SCREW + 2]
-        out[3 + r] = Rw[r, 0] * mf[i, SCREW + 3] + Rw[r, 1] * mf[i, SCREW + 4] + Rw[r, 2] * mf[i, SCREW + 5]
+        if k == GENERAL:
+            out[r] = Rw[r, 0] * mf[i, SCREW] + Rw[r, 1] * mf[i, SCREW + 1] + Rw[r, 2] * mf[i, SCREW + 2]
+            out[3 + r] = Rw[r, 0] * mf[i, SCREW + 3] + Rw[r, 1] * mf[i, SCREW + 4] + Rw[r, 2] * mf[i, SCREW + 5]
+        elif k < 3:
+            out[r], out[3 + r] = c * Rw[r, k], 0.0
+        else:
+            out[r], out[3 + r] = 0.0, c * Rw[r, k - 3]
     out[3] += pw[1] * out[2] - pw[2] * out[1]
     out[4] += pw[2] * out[0] - pw[0] * out[2]
     out[5] += pw[0] * out[1] - pw[1] * out[0]
@@ -263,6 +338,20 @@ def mat6_times(A, V, out):
 
 
 @ijit
+def times_screw(mf, i, A, out):
+    """out = A S_i for a 6x6 A: a column of A, scaled, for S_i = c e_k along a frame axis."""
+    k = int(mf[i, AXIS])
+    for r in range(6):
+        if k != GENERAL:
+            out[r] = mf[i, SCREW + k] * A[r, k]
+        else:
+            s = 0.0
+            for m in range(6):
+                s += A[r, m] * mf[i, SCREW + m]
+            out[r] = s
+
+
+@ijit
 def bracket(V, S, out):
     """out = ad_V S = [V, S] = (w x s_w, v x s_w + w x s_v)."""
     out[0] = V[1] * S[2] - V[2] * S[1]
@@ -286,7 +375,10 @@ def coadjoint_bias(V, h, out):
 
 @ijit
 def screw_dot(mf, i, F):
-    """S_i^T F."""
+    """S_i^T F: one product for a screw along a frame axis (layout.joint_axis)."""
+    k = int(mf[i, AXIS])
+    if k != GENERAL:
+        return mf[i, SCREW + k] * F[k]
     s = 0.0
     for r in range(6):
         s += mf[i, SCREW + r] * F[r]
