@@ -48,7 +48,7 @@ from ..fast import BAD_INPUT, OK, SINGULAR, fast_model
 from ..fast.kinematics import block, chunk_bounds, inertias_block, inputs_valid, sizes, transforms_block, \
     vectors_valid
 from ..fast.layout import COORD, INERTIA, MULT, PARENT, SCREW
-from ..fast.spatial import bracket, cholesky, coadjoint_bias, dot6, gravity_in_base, ijit, jit, joint_transform, pjit
+from ..fast.spatial import bracket, coadjoint_bias, dot6, gravity_in_base, ijit, jit, joint_transform, pjit
 from ..model import Model
 
 __all__ = ["derivatives_one", "derivatives_batch", "rnea_derivatives_fast", "workspace_of"]
@@ -188,7 +188,7 @@ def add_to(x, out):
 @jit
 def workspace(nb, nv):
     """Floats one sample needs (see `views`)."""
-    return 12 * nb + 6 * 7 * nb + (6 * 4 + 36 * 2) * (nb + 1) + 36 + 12 + nv * nv + 2 * nv
+    return 12 * nb + 6 * 7 * nb + (6 * 4 + 36 * 2) * (nb + 1) + 36 + 12 + 4 * nv * nv + 2 * nv
 
 
 @ijit
@@ -211,7 +211,8 @@ def views(ws, nb, nv):
     tmp, o = block(ws, o, 2, 6)
     L, o = block(ws, o, nv, nv)
     x, o = block(ws, o, 2, nv)
-    return R, p, s, a, b, y, z, Uq, Uv, V, A, dA, Fc, Ic, Bc, K, tmp, L, x
+    X, o = block(ws, o, nv, 3 * nv)
+    return R, p, s, a, b, y, z, Uq, Uv, V, A, dA, Fc, Ic, Bc, K, tmp, L, x, X
 
 
 @ijit
@@ -375,85 +376,116 @@ def columns(mf, mi, s, a, b, y, z, Uq, Uv, V, A, Fc, Ic, Bc, M, dq, dv, K, tmp):
 
 
 @ijit
-def cholesky_solve_columns(L, X, scale):
-    """X <- scale * (L L^T)^-1 X for every column at once.
-
-    Row-oriented substitution: the inner loops run along a row of X (contiguous), which the
-    compiler vectorizes; column by column would stride through X.
-    """
-    k, nc = L.shape[0], X.shape[1]
-    for r in range(k):  # L Z = scale X
-        for c in range(nc):
-            X[r, c] *= scale
-        for m in range(r):
-            w = L[r, m]
-            for c in range(nc):
-                X[r, c] -= w * X[m, c]
-        d = 1.0 / L[r, r]
-        for c in range(nc):
-            X[r, c] *= d
-    for r in range(k - 1, -1, -1):  # L^T Y = Z
-        for m in range(r + 1, k):
-            w = L[m, r]
-            for c in range(nc):
-                X[r, c] -= w * X[m, c]
-        d = 1.0 / L[r, r]
-        for c in range(nc):
-            X[r, c] *= d
+def tree_coordinates(mi):
+    """True when body i is driven by coordinate i alone (no mimic joint): bodies are parent-ordered,
+    so lambda orders the coordinates too, and M_ij = 0 unless i, j are on one path to the root."""
+    nb, n, nv = sizes(mi)
+    if n != nb:
+        return False
+    for i in range(nb):
+        if mi[i, COORD] != i:
+            return False
+    return True
 
 
 @ijit
-def cholesky_inverse(L, X):
-    """X = (L L^T)^-1 = Z^T Z with Z = L^-1 (lower triangular), a third of the work of solving
-    against the identity: the zeros of Z and the symmetry of X are skipped.
+def coordinate_parent(mi, tree, k):
+    """lambda of entry k of v (-1 at the root): the base's six form a chain from which the root bodies
+    hang; without `tree` every entry hangs from the one before (the dense factorization)."""
+    nb, n, nv = sizes(mi)
+    base = nv - n
+    if not tree or k < base:
+        return k - 1
+    par = mi[k - base, PARENT]
+    return base + par if par >= 0 else base - 1
 
-    Z is built in the lower triangle of X, then overwritten row by row by Z^T Z: entry (i, j <= i)
-    is sum_{m >= i} Z[m, i] Z[m, j], which needs row i (diagonal last) and the rows below only.
+
+@ijit
+def ltdl(mi, tree, L):
+    """Lower triangle of L (= M) <- M = L^T D L, unit L below the diagonal, D on it (Featherstone,
+    RBDA 6.5): eliminating from the leaves along lambda fills in nothing off the ancestors.
+    False when a pivot is not positive (M singular)."""
+    for k in range(L.shape[0] - 1, -1, -1):
+        d = L[k, k]
+        if not d > 0.0:
+            return False
+        i = coordinate_parent(mi, tree, k)
+        while i >= 0:
+            w = L[k, i] / d
+            j = i
+            while j >= 0:
+                L[i, j] -= w * L[k, j]
+                j = coordinate_parent(mi, tree, j)
+            L[k, i] = w
+            i = coordinate_parent(mi, tree, i)
+    return True
+
+
+@ijit
+def ltdl_solve(mi, tree, L, X):
+    """X <- M^-1 X with L from `ltdl`: L^T Y = X from the leaves, then L Z = D^-1 Y from the root.
+
+    Row operations: the inner loops run along rows of X, which the compiler vectorizes; a row
+    operation costs little more than its start-up below some 30 entries, so the right-hand sides
+    go in side by side (one wide X) rather than one matrix after another.
     """
-    k = L.shape[0]
-    X[:, :] = 0.0
-    for c in range(k):  # Z[r, c] = (delta_rc - sum_{c <= m < r} L[r, m] Z[m, c]) / L[r, r]
-        X[c, c] = 1.0 / L[c, c]
-        for r in range(c + 1, k):
-            acc = 0.0
-            for m in range(c, r):
-                acc -= L[r, m] * X[m, c]
-            X[r, c] = acc / L[r, r]
-    for i in range(k):
-        for j in range(i + 1):  # j = i last: Z[i, i] enters every entry of row i
-            acc = 0.0
-            for m in range(i, k):
-                acc += X[m, i] * X[m, j]
-            X[i, j] = acc
-            X[j, i] = acc
+    nv, nc = X.shape
+    for k in range(nv - 1, -1, -1):
+        i = coordinate_parent(mi, tree, k)
+        while i >= 0:
+            w = L[k, i]
+            for c in range(nc):
+                X[i, c] -= w * X[k, c]
+            i = coordinate_parent(mi, tree, i)
+    for k in range(nv):
+        d = 1.0 / L[k, k]
+        for c in range(nc):
+            X[k, c] *= d
+        i = coordinate_parent(mi, tree, k)
+        while i >= 0:
+            w = L[k, i]
+            for c in range(nc):
+                X[k, c] -= w * X[i, c]
+            i = coordinate_parent(mi, tree, i)
 
 
 @jit
 def derivatives_sample(mf, mi, ws, q, v, x, T, forward, out):
     """out (3, nv, nv): (dtau/dq, dtau/dv, M) for x = a, or (dqdd/dq, dqdd/dv, M^-1) for x = tau (forward)."""
     nb, n, nv = sizes(mi)
-    R, p, s, a, b, y, z, Uq, Uv, V, A, dA, Fc, Ic, Bc, K, tmp, L, xs = views(ws, nb, nv)
-    dq, dv, M = out[0], out[1], out[2]
+    R, p, s, a, b, y, z, Uq, Uv, V, A, dA, Fc, Ic, Bc, K, tmp, L, xs, X = views(ws, nb, nv)
+    M = out[2]
+    tree = tree_coordinates(mi)
     if forward:
         acc, bias = xs[0], xs[1]
         acc[:] = 0.0
         forward_pass(mf, mi, q, v, acc, T, R, p, s, V, A, Fc, Ic, Bc, K, tmp)
         mass_matrix_and_bias(mf, mi, s, a, Ic, Fc, M, bias)
-        L[:, :] = M
-        if not cholesky(L):
+        for r in range(nv):
+            for c in range(r + 1):
+                L[r, c] = M[r, c]
+        if not ltdl(mi, tree, L):
             return SINGULAR
         for r in range(nv):
             acc[r] = x[r] - bias[r]
-        cholesky_solve_columns(L, xs[0:1].T, 1.0)
+        ltdl_solve(mi, tree, L, acc.reshape((nv, 1)))
         accelerate(mf, mi, acc, s, a, A, dA, Ic, Fc, tmp[0])
+        dq, dv = X[:, 0:nv], X[:, nv:2 * nv]  # solved below beside the identity
     else:
         forward_pass(mf, mi, q, v, x, T, R, p, s, V, A, Fc, Ic, Bc, K, tmp)
         mass_matrix_and_bias(mf, mi, s, a, Ic, Fc, M, xs[1])
+        dq, dv = out[0], out[1]
     columns(mf, mi, s, a, b, y, z, Uq, Uv, V, A, Fc, Ic, Bc, M, dq, dv, K, tmp)
-    if forward:
-        cholesky_solve_columns(L, dq, -1.0)
-        cholesky_solve_columns(L, dv, -1.0)
-        cholesky_inverse(L, M)
+    if forward:  # X = M^-1 [dtau/dq, dtau/dv, 1]
+        for r in range(nv):
+            for c in range(nv):
+                X[r, 2 * nv + c] = 1.0 if r == c else 0.0
+        ltdl_solve(mi, tree, L, X)
+        for r in range(nv):
+            for c in range(nv):
+                out[0, r, c] = -X[r, c]
+                out[1, r, c] = -X[r, nv + c]
+                out[2, r, c] = X[r, 2 * nv + c]
     return OK
 
 
