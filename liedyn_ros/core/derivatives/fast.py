@@ -31,7 +31,9 @@ its coordinates (dID/dq = P^T D P).
 Forward dynamics: a = M^-1 (tau - b), then dFD/dx = -M^-1 dID/dx at that a. The bias b is the
 pass above with qdd = 0; the acceleration then enters linearly,
     A_k += dA_k,  dA_k = dA_l + s_k qdd_k  (dA_0 = dV_0/dt),   F^c_i += sum_{k in subtree(i)} I_k dA_k,
-so the poses, inertias and B_k are computed once.
+so the poses, inertias and B_k are computed once. M = L^T D L is factored from the leaves along the
+tree, which fills in nothing outside the ancestors (Featherstone's LTDL; a chain, i.e. dense, with mimic
+joints), and one solve gives M^-1 [dtau/dq, dtau/dv, 1].
 
 Spatial inertias move to {0} by rotation and translation instead of 6x6 products: with
 J = [[I_o, [h]], [[h]^T, m 1]] (h = m c, the first moment) and T_0k = (R, p), g = R h,
@@ -45,9 +47,9 @@ from numba import prange
 
 from ..checks import Batch
 from ..fast import BAD_INPUT, OK, SINGULAR, fast_model
-from ..fast.kinematics import block, chunk_bounds, inertias_block, inputs_valid, sizes, transforms_block, \
-    vectors_valid
-from ..fast.layout import COORD, INERTIA, MULT, PARENT, SCREW
+from ..fast.kinematics import block, borrowed, chunk_bounds, inertias_block, inputs_valid, screw, sizes, \
+    transforms_block, vectors_valid
+from ..fast.layout import COORD, INERTIA, MULT, PARENT
 from ..fast.spatial import bracket, coadjoint_bias, dot6, gravity_in_base, ijit, jit, joint_transform, pjit
 from ..model import Model
 
@@ -138,12 +140,15 @@ def times_ad(I, V, K):
 
 
 @ijit
-def add_coupling(I, V, h, K, B):
-    """B += I ad_V + ad*_V I + ad*bar(h) = K + K^T + ad*bar(h) with K = I ad_V (ad*_V = ad_V^T), h = I V."""
-    times_ad(I, V, K)
+def coupling(I, V, h, B):
+    """B = I ad_V + ad*_V I + ad*bar(h) = K + K^T + ad*bar(h) with K = I ad_V (ad*_V = ad_V^T), h = I V;
+    K is built in B and symmetrized in place."""
+    times_ad(I, V, B)
     for r in range(6):
-        for c in range(6):
-            B[r, c] += K[r, c] + K[c, r]
+        B[r, r] *= 2.0
+        for c in range(r + 1, 6):
+            B[r, c] += B[c, r]
+            B[c, r] = B[r, c]
     m0, m1, m2, f0, f1, f2 = h[0], h[1], h[2], h[3], h[4], h[5]
     B[0, 1] -= m2
     B[0, 2] += m1
@@ -169,11 +174,10 @@ def body_force(I, V, A, h, f):
 
 
 @ijit
-def body_terms(I, V, A, f, B, K, h):
-    """f = I A - ad*_V I V and B = I ad_V + ad*_V I + ad*bar(I V) of one body (K, h: scratch)."""
+def body_terms(I, V, A, f, B, h):
+    """f = I A - ad*_V I V and B = I ad_V + ad*_V I + ad*bar(I V) of one body (h: scratch)."""
     body_force(I, V, A, h, f)
-    B[:, :] = 0.0
-    add_coupling(I, V, h, K, B)
+    coupling(I, V, h, B)
 
 
 @ijit
@@ -239,7 +243,7 @@ def forward_pass(mf, mi, q, v, x, T, R, p, s, V, A, Fc, Ic, Bc, K, tmp):
             p[i, r] = (R[par, r, 0] * pf[0] + R[par, r, 1] * pf[1] + R[par, r, 2] * pf[2] + p[par, r]
                        if par >= 0 else pf[r])
         par = par if par >= 0 else nb
-        S = mf[i, SCREW:SCREW + 6]
+        S = screw(mf, i)
         for r in range(3):  # s_i = Ad_{T_0i} S_i = (R w, R v + p x R w)
             s[i, r] = R[i, r, 0] * S[0] + R[i, r, 1] * S[1] + R[i, r, 2] * S[2]
             s[i, 3 + r] = R[i, r, 0] * S[3] + R[i, r, 1] * S[4] + R[i, r, 2] * S[5]
@@ -253,11 +257,11 @@ def forward_pass(mf, mi, q, v, x, T, R, p, s, V, A, Fc, Ic, Bc, K, tmp):
             A[i, r] = A[par, r] + tmp[0, r] * qd + s[i, r] * qdd
         # I_k straight into its subtree sum's slot (the backward loop adds the children), f_k, B_k
         inertia_to_root(mf, i, R[i], p[i], Ic[i])
-        body_terms(Ic[i], V[i], A[i], Fc[i], Bc[i], K, tmp[0])
+        body_terms(Ic[i], V[i], A[i], Fc[i], Bc[i], tmp[0])
     for r in range(6):
         for c in range(6):
             Ic[nb, r, c] = mf[nb, INERTIA + 6 * r + c] if base else 0.0
-    body_terms(Ic[nb], V[nb], A[nb], Fc[nb], Bc[nb], K, tmp[0])
+    body_terms(Ic[nb], V[nb], A[nb], Fc[nb], Bc[nb], tmp[0])
     for i in range(nb - 1, -1, -1):  # explicit loops: numba's in-place array operators cost 10x more here
         par = mi[i, PARENT] if mi[i, PARENT] >= 0 else nb
         for r in range(6):
@@ -379,7 +383,7 @@ def columns(mf, mi, s, a, b, y, z, Uq, Uv, V, A, Fc, Ic, Bc, M, dq, dv, K, tmp):
 def tree_coordinates(mi):
     """True when body i is driven by coordinate i alone (no mimic joint): bodies are parent-ordered,
     so lambda orders the coordinates too, and M_ij = 0 unless i, j are on one path to the root."""
-    nb, n, nv = sizes(mi)
+    nb, n, _ = sizes(mi)
     if n != nb:
         return False
     for i in range(nb):
@@ -392,7 +396,7 @@ def tree_coordinates(mi):
 def coordinate_parent(mi, tree, k):
     """lambda of entry k of v (-1 at the root): the base's six form a chain from which the root bodies
     hang; without `tree` every entry hangs from the one before (the dense factorization)."""
-    nb, n, nv = sizes(mi)
+    _, n, nv = sizes(mi)
     base = nv - n
     if not tree or k < base:
         return k - 1
@@ -454,7 +458,7 @@ def derivatives_sample(mf, mi, ws, q, v, x, T, forward, out):
     """out (3, nv, nv): (dtau/dq, dtau/dv, M) for x = a, or (dqdd/dq, dqdd/dv, M^-1) for x = tau (forward)."""
     nb, n, nv = sizes(mi)
     R, p, s, a, b, y, z, Uq, Uv, V, A, dA, Fc, Ic, Bc, K, tmp, L, xs, X = views(ws, nb, nv)
-    M = out[2]
+    M = borrowed(out[2])  # its row views in `columns` would count references (see kinematics.borrowed)
     tree = tree_coordinates(mi)
     if forward:
         acc, bias = xs[0], xs[1]
@@ -474,7 +478,7 @@ def derivatives_sample(mf, mi, ws, q, v, x, T, forward, out):
     else:
         forward_pass(mf, mi, q, v, x, T, R, p, s, V, A, Fc, Ic, Bc, K, tmp)
         mass_matrix_and_bias(mf, mi, s, a, Ic, Fc, M, xs[1])
-        dq, dv = out[0], out[1]
+        dq, dv = borrowed(out[0]), borrowed(out[1])
     columns(mf, mi, s, a, b, y, z, Uq, Uv, V, A, Fc, Ic, Bc, M, dq, dv, K, tmp)
     if forward:  # X = M^-1 [dtau/dq, dtau/dv, 1]
         for r in range(nv):
