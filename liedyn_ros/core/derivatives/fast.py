@@ -31,7 +31,9 @@ its coordinates (dID/dq = P^T D P).
 Forward dynamics: a = M^-1 (tau - b), then dFD/dx = -M^-1 dID/dx at that a. The bias b is the
 pass above with qdd = 0; the acceleration then enters linearly,
     A_k += dA_k,  dA_k = dA_l + s_k qdd_k  (dA_0 = dV_0/dt),   F^c_i += sum_{k in subtree(i)} I_k dA_k,
-so the poses, inertias and B_k are computed once.
+so the poses, inertias and B_k are computed once. M = L^T D L is factored from the leaves along the
+tree, which fills in nothing outside the ancestors (Featherstone's LTDL; a chain, i.e. dense, with mimic
+joints), and one solve gives M^-1 [dtau/dq, dtau/dv, 1].
 
 Spatial inertias move to {0} by rotation and translation instead of 6x6 products: with
 J = [[I_o, [h]], [[h]^T, m 1]] (h = m c, the first moment) and T_0k = (R, p), g = R h,
@@ -44,11 +46,11 @@ import numpy as np
 
 from ..checks import Batch
 from ..fast import BAD_INPUT, OK, SINGULAR, fast_model
-from ..fast.kinematics import block, inertias_block, inputs_valid, model_arrays, sizes, \
+from ..fast.kinematics import block, borrowed, inertias_block, inputs_valid, model_arrays, screw, sizes, \
     transforms_block, vectors_valid
+from ..fast.layout import COORD, INERTIA, MULT, PARENT
+from ..fast.spatial import bjit, bracket, coadjoint_bias, dot6, gravity_in_base, ijit, jit, joint_transform
 from ..fast.threads import run_batch
-from ..fast.layout import COORD, INERTIA, MULT, PARENT, SCREW
-from ..fast.spatial import bracket, cholesky, coadjoint_bias, dot6, gravity_in_base, ijit, jit, joint_transform, bjit
 from ..model import Model
 
 __all__ = ["derivatives_one", "derivatives_batch", "rnea_derivatives_fast", "workspace_of"]
@@ -138,12 +140,15 @@ def times_ad(I, V, K):
 
 
 @ijit
-def add_coupling(I, V, h, K, B):
-    """B += I ad_V + ad*_V I + ad*bar(h) = K + K^T + ad*bar(h) with K = I ad_V (ad*_V = ad_V^T), h = I V."""
-    times_ad(I, V, K)
+def coupling(I, V, h, B):
+    """B = I ad_V + ad*_V I + ad*bar(h) = K + K^T + ad*bar(h) with K = I ad_V (ad*_V = ad_V^T), h = I V;
+    K is built in B and symmetrized in place."""
+    times_ad(I, V, B)
     for r in range(6):
-        for c in range(6):
-            B[r, c] += K[r, c] + K[c, r]
+        B[r, r] *= 2.0
+        for c in range(r + 1, 6):
+            B[r, c] += B[c, r]
+            B[c, r] = B[r, c]
     m0, m1, m2, f0, f1, f2 = h[0], h[1], h[2], h[3], h[4], h[5]
     B[0, 1] -= m2
     B[0, 2] += m1
@@ -169,11 +174,10 @@ def body_force(I, V, A, h, f):
 
 
 @ijit
-def body_terms(I, V, A, f, B, K, h):
-    """f = I A - ad*_V I V and B = I ad_V + ad*_V I + ad*bar(I V) of one body (K, h: scratch)."""
+def body_terms(I, V, A, f, B, h):
+    """f = I A - ad*_V I V and B = I ad_V + ad*_V I + ad*bar(I V) of one body (h: scratch)."""
     body_force(I, V, A, h, f)
-    B[:, :] = 0.0
-    add_coupling(I, V, h, K, B)
+    coupling(I, V, h, B)
 
 
 @ijit
@@ -188,7 +192,7 @@ def add_to(x, out):
 @jit
 def workspace(nb, nv):
     """Floats one sample needs (see `views`)."""
-    return 12 * nb + 6 * 7 * nb + (6 * 4 + 36 * 2) * (nb + 1) + 36 + 12 + nv * nv + 2 * nv
+    return 12 * nb + 6 * 7 * nb + (6 * 4 + 36 * 2) * (nb + 1) + 36 + 12 + 4 * nv * nv + 2 * nv
 
 
 @ijit
@@ -211,7 +215,8 @@ def views(ws, nb, nv):
     tmp, o = block(ws, o, 2, 6)
     L, o = block(ws, o, nv, nv)
     x, o = block(ws, o, 2, nv)
-    return R, p, s, a, b, y, z, Uq, Uv, V, A, dA, Fc, Ic, Bc, K, tmp, L, x
+    X, o = block(ws, o, nv, 3 * nv)
+    return R, p, s, a, b, y, z, Uq, Uv, V, A, dA, Fc, Ic, Bc, K, tmp, L, x, X
 
 
 @ijit
@@ -231,16 +236,14 @@ def forward_pass(mf, mi, q, v, x, T, R, p, s, V, A, Fc, Ic, Bc, K, tmp):
     for i in range(nb):
         par = mi[i, PARENT]
         joint_transform(mf, i, q[mi[i, COORD]], Rf, pf)
-        if par < 0:
-            R[i] = Rf
-            p[i] = pf
-            par = nb
-        else:
-            for r in range(3):
-                for c in range(3):
-                    R[i, r, c] = R[par, r, 0] * Rf[0, c] + R[par, r, 1] * Rf[1, c] + R[par, r, 2] * Rf[2, c]
-                p[i, r] = R[par, r, 0] * pf[0] + R[par, r, 1] * pf[1] + R[par, r, 2] * pf[2] + p[par, r]
-        S = mf[i, SCREW:SCREW + 6]
+        for r in range(3):  # element by element: an array assignment costs 5x more
+            for c in range(3):
+                R[i, r, c] = (R[par, r, 0] * Rf[0, c] + R[par, r, 1] * Rf[1, c] + R[par, r, 2] * Rf[2, c]
+                              if par >= 0 else Rf[r, c])
+            p[i, r] = (R[par, r, 0] * pf[0] + R[par, r, 1] * pf[1] + R[par, r, 2] * pf[2] + p[par, r]
+                       if par >= 0 else pf[r])
+        par = par if par >= 0 else nb
+        S = screw(mf, i)
         for r in range(3):  # s_i = Ad_{T_0i} S_i = (R w, R v + p x R w)
             s[i, r] = R[i, r, 0] * S[0] + R[i, r, 1] * S[1] + R[i, r, 2] * S[2]
             s[i, 3 + r] = R[i, r, 0] * S[3] + R[i, r, 1] * S[4] + R[i, r, 2] * S[5]
@@ -254,16 +257,18 @@ def forward_pass(mf, mi, q, v, x, T, R, p, s, V, A, Fc, Ic, Bc, K, tmp):
             A[i, r] = A[par, r] + tmp[0, r] * qd + s[i, r] * qdd
         # I_k straight into its subtree sum's slot (the backward loop adds the children), f_k, B_k
         inertia_to_root(mf, i, R[i], p[i], Ic[i])
-        body_terms(Ic[i], V[i], A[i], Fc[i], Bc[i], K, tmp[0])
+        body_terms(Ic[i], V[i], A[i], Fc[i], Bc[i], tmp[0])
     for r in range(6):
         for c in range(6):
             Ic[nb, r, c] = mf[nb, INERTIA + 6 * r + c] if base else 0.0
-    body_terms(Ic[nb], V[nb], A[nb], Fc[nb], Bc[nb], K, tmp[0])
-    for i in range(nb - 1, -1, -1):
+    body_terms(Ic[nb], V[nb], A[nb], Fc[nb], Bc[nb], tmp[0])
+    for i in range(nb - 1, -1, -1):  # explicit loops: numba's in-place array operators cost 10x more here
         par = mi[i, PARENT] if mi[i, PARENT] >= 0 else nb
-        Ic[par] += Ic[i]
-        Bc[par] += Bc[i]
-        add_to(Fc[i], Fc[par])
+        for r in range(6):
+            Fc[par, r] += Fc[i, r]
+            for c in range(6):
+                Ic[par, r, c] += Ic[i, r, c]
+                Bc[par, r, c] += Bc[i, r, c]
 
 
 @ijit
@@ -375,85 +380,116 @@ def columns(mf, mi, s, a, b, y, z, Uq, Uv, V, A, Fc, Ic, Bc, M, dq, dv, K, tmp):
 
 
 @ijit
-def cholesky_solve_columns(L, X, scale):
-    """X <- scale * (L L^T)^-1 X for every column at once.
-
-    Row-oriented substitution: the inner loops run along a row of X (contiguous), which the
-    compiler vectorizes; column by column would stride through X.
-    """
-    k, nc = L.shape[0], X.shape[1]
-    for r in range(k):  # L Z = scale X
-        for c in range(nc):
-            X[r, c] *= scale
-        for m in range(r):
-            w = L[r, m]
-            for c in range(nc):
-                X[r, c] -= w * X[m, c]
-        d = 1.0 / L[r, r]
-        for c in range(nc):
-            X[r, c] *= d
-    for r in range(k - 1, -1, -1):  # L^T Y = Z
-        for m in range(r + 1, k):
-            w = L[m, r]
-            for c in range(nc):
-                X[r, c] -= w * X[m, c]
-        d = 1.0 / L[r, r]
-        for c in range(nc):
-            X[r, c] *= d
+def tree_coordinates(mi):
+    """True when body i is driven by coordinate i alone (no mimic joint): bodies are parent-ordered,
+    so lambda orders the coordinates too, and M_ij = 0 unless i, j are on one path to the root."""
+    nb, n, _ = sizes(mi)
+    if n != nb:
+        return False
+    for i in range(nb):
+        if mi[i, COORD] != i:
+            return False
+    return True
 
 
 @ijit
-def cholesky_inverse(L, X):
-    """X = (L L^T)^-1 = Z^T Z with Z = L^-1 (lower triangular), a third of the work of solving
-    against the identity: the zeros of Z and the symmetry of X are skipped.
+def coordinate_parent(mi, tree, k):
+    """lambda of entry k of v (-1 at the root): the base's six form a chain from which the root bodies
+    hang; without `tree` every entry hangs from the one before (the dense factorization)."""
+    _, n, nv = sizes(mi)
+    base = nv - n
+    if not tree or k < base:
+        return k - 1
+    par = mi[k - base, PARENT]
+    return base + par if par >= 0 else base - 1
 
-    Z is built in the lower triangle of X, then overwritten row by row by Z^T Z: entry (i, j <= i)
-    is sum_{m >= i} Z[m, i] Z[m, j], which needs row i (diagonal last) and the rows below only.
+
+@ijit
+def ltdl(mi, tree, L):
+    """Lower triangle of L (= M) <- M = L^T D L, unit L below the diagonal, D on it (Featherstone,
+    RBDA 6.5): eliminating from the leaves along lambda fills in nothing off the ancestors.
+    False when a pivot is not positive (M singular)."""
+    for k in range(L.shape[0] - 1, -1, -1):
+        d = L[k, k]
+        if not d > 0.0:
+            return False
+        i = coordinate_parent(mi, tree, k)
+        while i >= 0:
+            w = L[k, i] / d
+            j = i
+            while j >= 0:
+                L[i, j] -= w * L[k, j]
+                j = coordinate_parent(mi, tree, j)
+            L[k, i] = w
+            i = coordinate_parent(mi, tree, i)
+    return True
+
+
+@ijit
+def ltdl_solve(mi, tree, L, X):
+    """X <- M^-1 X with L from `ltdl`: L^T Y = X from the leaves, then L Z = D^-1 Y from the root.
+
+    Row operations: the inner loops run along rows of X, which the compiler vectorizes; a row
+    operation costs little more than its start-up below some 30 entries, so the right-hand sides
+    go in side by side (one wide X) rather than one matrix after another.
     """
-    k = L.shape[0]
-    X[:, :] = 0.0
-    for c in range(k):  # Z[r, c] = (delta_rc - sum_{c <= m < r} L[r, m] Z[m, c]) / L[r, r]
-        X[c, c] = 1.0 / L[c, c]
-        for r in range(c + 1, k):
-            acc = 0.0
-            for m in range(c, r):
-                acc -= L[r, m] * X[m, c]
-            X[r, c] = acc / L[r, r]
-    for i in range(k):
-        for j in range(i + 1):  # j = i last: Z[i, i] enters every entry of row i
-            acc = 0.0
-            for m in range(i, k):
-                acc += X[m, i] * X[m, j]
-            X[i, j] = acc
-            X[j, i] = acc
+    nv, nc = X.shape
+    for k in range(nv - 1, -1, -1):
+        i = coordinate_parent(mi, tree, k)
+        while i >= 0:
+            w = L[k, i]
+            for c in range(nc):
+                X[i, c] -= w * X[k, c]
+            i = coordinate_parent(mi, tree, i)
+    for k in range(nv):
+        d = 1.0 / L[k, k]
+        for c in range(nc):
+            X[k, c] *= d
+        i = coordinate_parent(mi, tree, k)
+        while i >= 0:
+            w = L[k, i]
+            for c in range(nc):
+                X[k, c] -= w * X[i, c]
+            i = coordinate_parent(mi, tree, i)
 
 
 @jit
 def derivatives_sample(mf, mi, ws, q, v, x, T, forward, out):
     """out (3, nv, nv): (dtau/dq, dtau/dv, M) for x = a, or (dqdd/dq, dqdd/dv, M^-1) for x = tau (forward)."""
     nb, n, nv = sizes(mi)
-    R, p, s, a, b, y, z, Uq, Uv, V, A, dA, Fc, Ic, Bc, K, tmp, L, xs = views(ws, nb, nv)
-    dq, dv, M = out[0], out[1], out[2]
+    R, p, s, a, b, y, z, Uq, Uv, V, A, dA, Fc, Ic, Bc, K, tmp, L, xs, X = views(ws, nb, nv)
+    M = borrowed(out[2])  # its row views in `columns` would count references (see kinematics.borrowed)
+    tree = tree_coordinates(mi)
     if forward:
         acc, bias = xs[0], xs[1]
         acc[:] = 0.0
         forward_pass(mf, mi, q, v, acc, T, R, p, s, V, A, Fc, Ic, Bc, K, tmp)
         mass_matrix_and_bias(mf, mi, s, a, Ic, Fc, M, bias)
-        L[:, :] = M
-        if not cholesky(L):
+        for r in range(nv):
+            for c in range(r + 1):
+                L[r, c] = M[r, c]
+        if not ltdl(mi, tree, L):
             return SINGULAR
         for r in range(nv):
             acc[r] = x[r] - bias[r]
-        cholesky_solve_columns(L, xs[0:1].T, 1.0)
+        ltdl_solve(mi, tree, L, acc.reshape((nv, 1)))
         accelerate(mf, mi, acc, s, a, A, dA, Ic, Fc, tmp[0])
+        dq, dv = X[:, 0:nv], X[:, nv:2 * nv]  # solved below beside the identity
     else:
         forward_pass(mf, mi, q, v, x, T, R, p, s, V, A, Fc, Ic, Bc, K, tmp)
         mass_matrix_and_bias(mf, mi, s, a, Ic, Fc, M, xs[1])
+        dq, dv = borrowed(out[0]), borrowed(out[1])
     columns(mf, mi, s, a, b, y, z, Uq, Uv, V, A, Fc, Ic, Bc, M, dq, dv, K, tmp)
-    if forward:
-        cholesky_solve_columns(L, dq, -1.0)
-        cholesky_solve_columns(L, dv, -1.0)
-        cholesky_inverse(L, M)
+    if forward:  # X = M^-1 [dtau/dq, dtau/dv, 1]
+        for r in range(nv):
+            for c in range(nv):
+                X[r, 2 * nv + c] = 1.0 if r == c else 0.0
+        ltdl_solve(mi, tree, L, X)
+        for r in range(nv):
+            for c in range(nv):
+                out[0, r, c] = -X[r, c]
+                out[1, r, c] = -X[r, nv + c]
+                out[2, r, c] = X[r, 2 * nv + c]
     return OK
 
 

@@ -27,8 +27,8 @@ from ..fast.kinematics import block, inertias_block, inputs_valid, model_arrays,
     transforms_block, vectors_valid
 from ..fast.layout import COORD, INERTIA, MULT, PARENT, SCALE, SCREW
 from ..fast.spatial import body_inertia_times, bracket, cholesky, coadjoint_bias, congruence_to_parent, dot6, \
-    gravity_in_base, ijit, jit, joint_transform, bjit
-from .fast import cholesky_solve_columns, mat6_vec, mat6T_vec
+    bjit, gravity_in_base, ijit, jit, joint_transform
+from .fast import mat6_vec, mat6T_vec
 
 __all__ = ["time_workspace", "rnea_time_one", "aba_time_one", "rnea_time_many", "aba_time_many"]
 
@@ -75,6 +75,34 @@ def views(ws, nb, nv, K):
 
 
 # ------------------------------------------------------------------------------ building blocks
+
+
+@ijit
+def cholesky_solve_columns(L, X, scale):
+    """X <- scale * (L L^T)^-1 X for every column at once.
+
+    Row-oriented substitution: the inner loops run along a row of X (contiguous), which the
+    compiler vectorizes; column by column would stride through X.
+    """
+    k, nc = L.shape[0], X.shape[1]
+    for r in range(k):  # L Z = scale X
+        for c in range(nc):
+            X[r, c] *= scale
+        for m in range(r):
+            w = L[r, m]
+            for c in range(nc):
+                X[r, c] -= w * X[m, c]
+        d = 1.0 / L[r, r]
+        for c in range(nc):
+            X[r, c] *= d
+    for r in range(k - 1, -1, -1):  # L^T Y = Z
+        for m in range(r + 1, k):
+            w = L[m, r]
+            for c in range(nc):
+                X[r, c] -= w * X[m, c]
+        d = 1.0 / L[r, r]
+        for c in range(nc):
+            X[r, c] *= d
 
 
 @ijit
