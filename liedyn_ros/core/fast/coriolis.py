@@ -23,7 +23,7 @@ import numpy as np
 
 from .crba import screws_and_inertias_in_base
 from .kinematics import BAD_INPUT, OK, block, body_rate, borrowed, inertias_block, inputs_valid, \
-    joint_transforms, model_arrays, parent_row, sizes, transforms_block, vectors_valid, workspace
+    model_arrays, parent_row, sizes, vectors_valid, workspace
 from .layout import COORD, MULT, PARENT
 from .spatial import ad_matrix, adbar_matrix, bracket, coadjoint_bias, dot6, inertia10_matrix, inertia10_rate, \
     inertia10_times, ijit, jit, bjit
@@ -35,8 +35,7 @@ def coriolis_sample(mf, mi, ws, q, v, out):
     mf, mi, q, v, out = borrowed(mf), borrowed(mi), borrowed(q), borrowed(v), borrowed(out)  # see borrowed
     nb, n, nv = sizes(mi)
     base = nv - n
-    R, p, o = transforms_block(ws, 0, nb)
-    Rw, pw, o = transforms_block(ws, o, nb)
+    T, o = block(ws, 0, nb + 1, 12)
     s, o = block(ws, o, nb, 6)
     W, o = block(ws, o, nb, 6)
     V, o = block(ws, o, nb + 1, 6)
@@ -45,9 +44,9 @@ def coriolis_sample(mf, mi, ws, q, v, out):
     Bs, o = block(ws, o, nb + 1, 10)
     x, o = block(ws, o, 5, 6)
     f, a, c, y = x[0], x[1], x[2], x[3]  # x[4]: scratch
+    g, o = block(ws, o, 1, 12)  # scratch of the poses
     tmp, o = inertias_block(ws, o, 3)
-    joint_transforms(mf, mi, q, R, p)
-    screws_and_inertias_in_base(mf, mi, R, p, Rw, pw, s, Ic)
+    screws_and_inertias_in_base(mf, mi, q, T, g[0], s, Ic)
     for r in range(6):
         V[nb, r] = v[r] if base else 0.0
     for i in range(nb):

@@ -199,36 +199,6 @@ def body_inertia_times(mf, i, V, out):
 
 
 @ijit
-def pose_in_world(R0, p0, R, p, Rw, pw):
-    """(Rw, pw) = (R0, p0)(R, p): a body's pose in the base frame from its parent's and f_i."""
-    for r in range(3):
-        for c in range(3):
-            Rw[r, c] = R0[r, 0] * R[0, c] + R0[r, 1] * R[1, c] + R0[r, 2] * R[2, c]
-        pw[r] = R0[r, 0] * p[0] + R0[r, 1] * p[1] + R0[r, 2] * p[2] + p0[r]
-
-
-@ijit
-def screw_to_world(mf, i, Rw, pw, out):
-    """out = Ad_{T_i} S_i = (Rw w, Rw v + pw x Rw w): the joint screw in the base frame.
-
-    For S_i = c e_k along a frame axis, Rw w or Rw v is c times a column of Rw.
-    """
-    k = int(mf[i, AXIS])
-    c = mf[i, SCREW + k] if k != GENERAL else 0.0
-    for r in range(3):
-        if k == GENERAL:
-            out[r] = Rw[r, 0] * mf[i, SCREW] + Rw[r, 1] * mf[i, SCREW + 1] + Rw[r, 2] * mf[i, SCREW + 2]
-            out[3 + r] = Rw[r, 0] * mf[i, SCREW + 3] + Rw[r, 1] * mf[i, SCREW + 4] + Rw[r, 2] * mf[i, SCREW + 5]
-        elif k < 3:
-            out[r], out[3 + r] = c * Rw[r, k], 0.0
-        else:
-            out[r], out[3 + r] = 0.0, c * Rw[r, k - 3]
-    out[3] += pw[1] * out[2] - pw[2] * out[1]
-    out[4] += pw[2] * out[0] - pw[0] * out[2]
-    out[5] += pw[0] * out[1] - pw[1] * out[0]
-
-
-@ijit
 def inertia10(mf, i, out):
     """J_i = [[I, [h]], [[h]^T, m 1]] of body i (i = nb: J_base) as ten numbers.
 
@@ -241,34 +211,6 @@ def inertia10(mf, i, out):
     for r in range(3):
         for c in range(r, 3):
             out[k] = mf[i, INERTIA + 6 * r + c]
-            k += 1
-
-
-@ijit
-def inertia10_to_world(Rw, pw, I):
-    """I = Ad_{T^-1}^T J Ad_{T^-1} in place: a ten-number inertia moved by the pose T = (Rw, pw).
-
-    With h' = Rw h (parallel axis theorem):
-        h_0 = h' + m pw,
-        I_0 = Rw I Rw^T + (m |pw|^2 + 2 pw.h') 1 - m pw pw^T - pw h'^T - h' pw^T,
-    a sixth of the 6x6 congruence's work.
-    """
-    m = I[0]
-    hr = (Rw[0, 0] * I[1] + Rw[0, 1] * I[2] + Rw[0, 2] * I[3],
-          Rw[1, 0] * I[1] + Rw[1, 1] * I[2] + Rw[1, 2] * I[3],
-          Rw[2, 0] * I[1] + Rw[2, 1] * I[2] + Rw[2, 2] * I[3])
-    J00, J01, J02, J11, J12, J22 = I[4], I[5], I[6], I[7], I[8], I[9]
-    for r in range(3):
-        I[1 + r] = hr[r] + m * pw[r]
-    d = m * (pw[0] * pw[0] + pw[1] * pw[1] + pw[2] * pw[2]) + 2.0 * (pw[0] * hr[0] + pw[1] * hr[1] + pw[2] * hr[2])
-    k = 4
-    for r in range(3):
-        a0 = Rw[r, 0] * J00 + Rw[r, 1] * J01 + Rw[r, 2] * J02  # row r of Rw I
-        a1 = Rw[r, 0] * J01 + Rw[r, 1] * J11 + Rw[r, 2] * J12
-        a2 = Rw[r, 0] * J02 + Rw[r, 1] * J12 + Rw[r, 2] * J22
-        for c in range(r, 3):
-            I[k] = (a0 * Rw[c, 0] + a1 * Rw[c, 1] + a2 * Rw[c, 2] - m * pw[r] * pw[c] - pw[r] * hr[c]
-                    - hr[r] * pw[c] + (d if r == c else 0.0))
             k += 1
 
 
