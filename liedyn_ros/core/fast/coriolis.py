@@ -44,9 +44,10 @@ def coriolis_sample(mf, mi, ws, q, v, out):
     Bs, o = block(ws, o, nb + 1, 10)
     x, o = block(ws, o, 5, 6)
     f, a, c, y = x[0], x[1], x[2], x[3]  # x[4]: scratch
-    g, o = block(ws, o, 1, 12)  # scratch of the poses
+    sc, o = block(ws, o, nb, 2)  # scratch of the poses
+    g, o = block(ws, o, 1, 12)
     tmp, o = inertias_block(ws, o, 3)
-    screws_and_inertias_in_base(mf, mi, q, T, g[0], s, Ic)
+    screws_and_inertias_in_base(mf, mi, q, T, sc, g[0], s, Ic)
     for r in range(6):
         V[nb, r] = v[r] if base else 0.0
     for i in range(nb):

@@ -29,8 +29,9 @@ def mass_matrix_sample(mf, mi, ws, q, out):
     T, o = block(ws, 0, nb + 1, 12)
     s, o = block(ws, o, nb, 6)
     Ic, o = block(ws, o, nb + 1, 10)
+    sc, o = block(ws, o, nb, 2)
     f, o = block(ws, o, 1, 12)
-    screws_and_inertias_in_base(mf, mi, q, T, f[0], s, Ic)
+    screws_and_inertias_in_base(mf, mi, q, T, sc, f[0], s, Ic)
     base = nv - n
     out[:, :] = 0.0
     for i in range(nb - 1, -1, -1):
@@ -56,18 +57,25 @@ def mass_matrix_sample(mf, mi, ws, q, out):
 
 
 @ijit
-def screws_and_inertias_in_base(mf, mi, q, T, f, s, Ic):
+def screws_and_inertias_in_base(mf, mi, q, T, sc, f, s, Ic):
     """Poses T_i (rows of T: R row-major, p), screws s_i and inertias J0_i in the base frame, in one pass.
 
     T[nb] is the base frame itself (the identity), the parent of the roots; Ic[nb] gets J_base.
-    f: 12 floats of scratch. R and p of each pose are kept in locals for s_i and J0_i: the
-    stores into the workspace could alias them, which would otherwise reload them for every entry.
+    Scratch: sc (nb, 2) and f (12). The sines and cosines of the revolute joints come first, in a
+    loop of their own: a call spills every register, which the pose loop fills with its locals.
+    R and p of each pose are kept in locals for s_i and J0_i: the stores into the workspace could
+    alias them, which would otherwise reload them for every entry.
     """
     nb = mi.shape[0] - 1
+    for i in range(nb):
+        k = int(mf[i, AXIS])
+        if 0 <= k < 3:
+            t = axis_step(mf, i, k, q[mi[i, COORD]])
+            sc[i, 0], sc[i, 1] = math.sin(t), math.cos(t)
     for k in range(12):
         T[nb, k] = 1.0 if k == 0 or k == 4 or k == 8 else 0.0
     for i in range(nb):
-        pose_in_base(mf, mi, i, q[mi[i, COORD]], T, f)
+        pose_in_base(mf, mi, i, q[mi[i, COORD]], T, sc[i], f)
         Ti = T[i]
         R = (Ti[0], Ti[1], Ti[2], Ti[3], Ti[4], Ti[5], Ti[6], Ti[7], Ti[8])
         p = (Ti[9], Ti[10], Ti[11])
@@ -77,8 +85,8 @@ def screws_and_inertias_in_base(mf, mi, q, T, f, s, Ic):
 
 
 @ijit
-def pose_in_base(mf, mi, i, q_coord, T, f):
-    """T[i] = T_i = T_lambda M_i exp([S_i] q_i) (f: scratch for a general screw's f_i).
+def pose_in_base(mf, mi, i, q_coord, T, sc, f):
+    """T[i] = T_i = T_lambda M_i exp([S_i] q_i) (sc: sin and cos of a turn, f: scratch for a general f_i).
 
     For S_i = c e_k along a frame axis, T_lambda M_i is turned or shifted in place: exp([S_i] q_i)
     turns two of its columns (a revolute joint, as spatial.M_rotation) or moves p along one.
@@ -98,18 +106,24 @@ def pose_in_base(mf, mi, i, q_coord, T, f):
         for c in range(3):
             Ti[3 * r + c] = a0 * mf[i, RM + c] + a1 * mf[i, RM + 3 + c] + a2 * mf[i, RM + 6 + c]
         Ti[9 + r] = a0 * mf[i, PM] + a1 * mf[i, PM + 1] + a2 * mf[i, PM + 2] + P[9 + r]
-    t = mf[i, SCREW + k] * (mf[i, MULT] * q_coord + mf[i, OFFSET])
     if k < 3:
         a = k + 1 if k < 2 else 0
         b = a + 1 if a < 2 else 0
-        sn, cs = math.sin(t), math.cos(t)
+        sn, cs = sc[0], sc[1]
         for r in range(3):
             x, y = Ti[3 * r + a], Ti[3 * r + b]
             Ti[3 * r + a] = cs * x + sn * y
             Ti[3 * r + b] = cs * y - sn * x
     else:
+        t = axis_step(mf, i, k, q_coord)
         for r in range(3):
             Ti[9 + r] += t * Ti[3 * r + k - 3]
+
+
+@ijit
+def axis_step(mf, i, k, q_coord):
+    """c q_i, the angle or distance of a screw S_i = c e_k along a frame axis (q_i = mult q_coord + offset)."""
+    return mf[i, SCREW + k] * (mf[i, MULT] * q_coord + mf[i, OFFSET])
 
 
 @ijit
