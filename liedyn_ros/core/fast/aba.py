@@ -30,9 +30,9 @@ from .crba import mass_matrix_sample
 from .kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, borrowed, inertias_block, \
     inputs_valid, joint_transforms, load_inertias, model_arrays, parent_row, screw, sizes, transforms_block, vectors_valid, \
     workspace, wrenches_valid
-from .layout import COORD, FIRST, GROUPED, MULT, SCALE, SCREW
+from .layout import ALONE, COORD, FIRST, GROUPED, MULT, SCALE, SCREW
 from .rnea import rnea_sample
-from .spatial import body_inertia_times, cholesky_solve, coadjoint_bias, congruence_to_parent, dot6, \
+from .spatial import body_inertia_times, cholesky_solve, coadjoint_bias, congruence_of_blocks, congruence_to_parent, dot6, \
     gravity_in_base, ijit, jit, mat6_times, bjit, screw_dot, times_screw, twist_to_child, wrench_to_parent
 
 # S^T J^ S below this fraction of the robot's largest inertia entry counts as singular (as the reference).
@@ -72,7 +72,6 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
     Uk, o = block(ws, o, n, 6)  # U_k in the frame of its bodies' parent
     Du, o = block(ws, o, 2, n)  # D_k and u_k
     Jh, o = inertias_block(ws, o, nb + 1)
-    tmp, o = block(ws, o, 6, 6)
     x, o = block(ws, o, 2, 6)
     D, uk = Du[0], Du[1]
     joint_transforms(mf, mi, q, R, p)
@@ -100,23 +99,32 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
         S = screw(mf, i)
         times_screw(mf, i, Jh[i], U[i])
         beta = x[0]
-        if prescribed[base + k]:
-            for r in range(6):
-                x[1, r] = eta[i, r] + S[r] * m * u[base + k]
-            mat6_times(Jh[i], x[1], beta)
-        else:
+        free = not prescribed[base + k]
+        if free:
             mat6_times(Jh[i], eta[i], beta)
             D[k] += m * m * screw_dot(mf, i, U[i])
             uk[k] -= m * (dot6(U[i], eta[i]) + screw_dot(mf, i, bh[i]))
             for r in range(6):
-                x[1, r] = m * U[i, r]
-            wrench_to_parent(R[i], p[i], x[1], Uk[k])
+                x[1, r] = m * U[i, r]  # body i's part of U_k, in {i}
+        else:
+            for r in range(6):
+                x[1, r] = eta[i, r] + S[r] * m * u[base + k]
+            mat6_times(Jh[i], x[1], beta)
         for r in range(6):
             beta[r] += bh[i, r]
         j = parent_row(mi, i)
-        congruence_to_parent(R[i], p[i], Jh[i], Jh[j], tmp)
+        if free and mf[i, ALONE]:  # Pi_i and beta_i in {i}, as in plain ABA
+            if not D[k] > SINGULAR_TOL * mf[nb, SCALE]:
+                return SINGULAR
+            for r in range(6):
+                beta[r] += x[1, r] * uk[k] / D[k]
+            articulated_to_parent(R[i], p[i], Jh[i], x[1], D[k], Jh[j])
+        else:
+            if free:
+                wrench_to_parent(R[i], p[i], x[1], Uk[k])
+            congruence_to_parent(R[i], p[i], Jh[i], Jh[j])
         wrench_to_parent(R[i], p[i], beta, bh[j])
-        if mf[i, FIRST] and not prescribed[base + k]:  # the last body of coordinate k's group
+        if mf[i, FIRST] and free and not mf[i, ALONE]:  # the last body of coordinate k's group
             if not D[k] > SINGULAR_TOL * mf[nb, SCALE]:
                 return SINGULAR
             articulate(Uk[k], D[k], uk[k], Jh[j], bh[j])
@@ -142,12 +150,14 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
     for i in range(nb):
         k, m = mi[i, COORD], mf[i, MULT]
         j = parent_row(mi, i)
+        twist_to_child(R[i], p[i], dV[j], dV[i])
         if mf[i, FIRST]:
             if prescribed[base + k]:
                 a[base + k], tau[base + k] = u[base + k], 0.0
+            elif mf[i, ALONE]:  # U_k = m U_i in {i}, where dV[i] holds Ad_{f_i^-1} dV_lambda yet
+                a[base + k], tau[base + k] = (uk[k] - m * dot6(U[i], dV[i])) / D[k], u[base + k]
             else:
                 a[base + k], tau[base + k] = (uk[k] - dot6(Uk[k], dV[j])) / D[k], u[base + k]
-        twist_to_child(R[i], p[i], dV[j], dV[i])
         for r in range(6):
             dV[i, r] += eta[i, r] + mf[i, SCREW + r] * m * a[base + k]
         if prescribed[base + k]:
@@ -157,12 +167,35 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
 
 @ijit
 def articulate(U, D, u, Pi, beta):
-    """Pi -= U U^T / D and beta += U u / D: a free joint's motion eliminated (Kim Table 3)."""
+    """Pi -= U U^T / D and beta += U u / D: a free joint's motion eliminated (Kim Table 3).
+
+    Pi stays symmetric: the upper triangle is formed and mirrored.
+    """
     for r in range(6):
         Ur = U[r] / D
         beta[r] += Ur * u
-        for c in range(6):
+        for c in range(r, 6):
             Pi[r, c] -= Ur * U[c]
+            Pi[c, r] = Pi[r, c]
+
+
+@ijit
+def articulated_to_parent(R, p, J, U, D, out):
+    """out += Ad_{f^-1}^T Pi Ad_{f^-1} with Pi = J - U U^T / D (Kim Table 3), Pi never stored."""
+    W = (U[0] / D, U[1] / D, U[2] / D, U[3] / D, U[4] / D, U[5] / D)
+    Ul = (U[0], U[1], U[2], U[3], U[4], U[5])
+    congruence_of_blocks(R, p, eliminated_block(J, Ul, W, 0, 0), eliminated_block(J, Ul, W, 0, 3),
+                         eliminated_block(J, Ul, W, 3, 3), out)
+
+
+@ijit
+def eliminated_block(J, U, W, r0, c0):
+    """The 3x3 block (J - U W^T)[r0:r0 + 3, c0:c0 + 3] as a tuple of rows (U, W: 6-tuples)."""
+    return ((J[r0, c0] - U[r0] * W[c0], J[r0, c0 + 1] - U[r0] * W[c0 + 1], J[r0, c0 + 2] - U[r0] * W[c0 + 2]),
+            (J[r0 + 1, c0] - U[r0 + 1] * W[c0], J[r0 + 1, c0 + 1] - U[r0 + 1] * W[c0 + 1],
+             J[r0 + 1, c0 + 2] - U[r0 + 1] * W[c0 + 2]),
+            (J[r0 + 2, c0] - U[r0 + 2] * W[c0], J[r0 + 2, c0 + 1] - U[r0 + 2] * W[c0 + 1],
+             J[r0 + 2, c0 + 2] - U[r0 + 2] * W[c0 + 2]))
 
 
 @jit
