@@ -32,8 +32,8 @@ from .kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, borrowe
     workspace, wrenches_valid
 from .layout import ALONE, COORD, FIRST, GROUPED, MULT, SCALE, SCREW
 from .rnea import rnea_sample
-from .spatial import body_inertia_times, cholesky_solve, coadjoint_bias, congruence_of_blocks, congruence_to_parent, dot6, \
-    gravity_in_base, ijit, jit, mat6_times, bjit, screw_dot, times_screw, twist_to_child, wrench_to_parent
+from .spatial import body_inertia_times, cholesky_solve, coadjoint_bias, congruence_of_blocks, congruence_to_parent, \
+    dot6, gravity_in_base, ijit, jit, mat6_times, bjit, screw_dot, times_screw, twist_to_child, wrench_to_parent
 
 # S^T J^ S below this fraction of the robot's largest inertia entry counts as singular (as the reference).
 SINGULAR_TOL = 1e-12
@@ -101,7 +101,7 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
         beta = x[0]
         free = not prescribed[base + k]
         if free:
-            mat6_times(Jh[i], eta[i], beta)
+            bias_plus(Jh[i], eta[i], bh[i], beta)
             D[k] += m * m * screw_dot(mf, i, U[i])
             uk[k] -= m * (dot6(U[i], eta[i]) + screw_dot(mf, i, bh[i]))
             for r in range(6):
@@ -109,16 +109,15 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
         else:
             for r in range(6):
                 x[1, r] = eta[i, r] + S[r] * m * u[base + k]
-            mat6_times(Jh[i], x[1], beta)
-        for r in range(6):
-            beta[r] += bh[i, r]
+            bias_plus(Jh[i], x[1], bh[i], beta)
         j = parent_row(mi, i)
         if free and mf[i, ALONE]:  # Pi_i and beta_i in {i}, as in plain ABA
             if not D[k] > SINGULAR_TOL * mf[nb, SCALE]:
                 return SINGULAR
+            D_inv = 1.0 / D[k]  # one division, not twelve
             for r in range(6):
-                beta[r] += x[1, r] * uk[k] / D[k]
-            articulated_to_parent(R[i], p[i], Jh[i], x[1], D[k], Jh[j])
+                beta[r] += x[1, r] * (uk[k] * D_inv)
+            articulated_to_parent(R[i], p[i], Jh[i], x[1], D_inv, Jh[j])
         else:
             if free:
                 wrench_to_parent(R[i], p[i], x[1], Uk[k])
@@ -166,13 +165,23 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
 
 
 @ijit
+def bias_plus(J, V, b, out):
+    """out = b + J V for a 6x6 J; V is read first, as out could alias it (one workspace)."""
+    Vl = (V[0], V[1], V[2], V[3], V[4], V[5])
+    for r in range(6):
+        out[r] = b[r] + J[r, 0] * Vl[0] + J[r, 1] * Vl[1] + J[r, 2] * Vl[2] + J[r, 3] * Vl[3] + J[r, 4] * Vl[4] \
+            + J[r, 5] * Vl[5]
+
+
+@ijit
 def articulate(U, D, u, Pi, beta):
     """Pi -= U U^T / D and beta += U u / D: a free joint's motion eliminated (Kim Table 3).
 
     Pi stays symmetric: the upper triangle is formed and mirrored.
     """
+    D_inv = 1.0 / D
     for r in range(6):
-        Ur = U[r] / D
+        Ur = U[r] * D_inv
         beta[r] += Ur * u
         for c in range(r, 6):
             Pi[r, c] -= Ur * U[c]
@@ -180,12 +189,21 @@ def articulate(U, D, u, Pi, beta):
 
 
 @ijit
-def articulated_to_parent(R, p, J, U, D, out):
+def articulated_to_parent(R, p, J, U, D_inv, out):
     """out += Ad_{f^-1}^T Pi Ad_{f^-1} with Pi = J - U U^T / D (Kim Table 3), Pi never stored."""
-    W = (U[0] / D, U[1] / D, U[2] / D, U[3] / D, U[4] / D, U[5] / D)
+    W = (U[0] * D_inv, U[1] * D_inv, U[2] * D_inv, U[3] * D_inv, U[4] * D_inv, U[5] * D_inv)
     Ul = (U[0], U[1], U[2], U[3], U[4], U[5])
-    congruence_of_blocks(R, p, eliminated_block(J, Ul, W, 0, 0), eliminated_block(J, Ul, W, 0, 3),
-                         eliminated_block(J, Ul, W, 3, 3), out)
+    congruence_of_blocks(R, p, eliminated_diagonal(J, Ul, W, 0), eliminated_block(J, Ul, W, 0, 3),
+                         eliminated_diagonal(J, Ul, W, 3), out)
+
+
+@ijit
+def eliminated_diagonal(J, U, W, r0):
+    """The diagonal block (J - U W^T)[r0:r0 + 3, r0:r0 + 3] with W = U / D, symmetric: six entries formed."""
+    b00, b01, b02 = J[r0, r0] - U[r0] * W[r0], J[r0, r0 + 1] - U[r0] * W[r0 + 1], J[r0, r0 + 2] - U[r0] * W[r0 + 2]
+    b11, b12 = J[r0 + 1, r0 + 1] - U[r0 + 1] * W[r0 + 1], J[r0 + 1, r0 + 2] - U[r0 + 1] * W[r0 + 2]
+    b22 = J[r0 + 2, r0 + 2] - U[r0 + 2] * W[r0 + 2]
+    return (b00, b01, b02), (b01, b11, b12), (b02, b12, b22)
 
 
 @ijit

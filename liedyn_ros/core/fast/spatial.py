@@ -138,7 +138,7 @@ def congruence_to_parent(R, p, A, out):
     only their upper triangles are formed (the compiler drops the rest of `rotated`). A is read
     whole before out is written, as the two could alias (one workspace).
     """
-    congruence_of_blocks(R, p, block3(A, 0, 0), block3(A, 0, 3), block3(A, 3, 3), out)
+    congruence_of_blocks(R, p, symmetric_block3(A, 0), block3(A, 0, 3), symmetric_block3(A, 3), out)
 
 
 @ijit
@@ -168,6 +168,14 @@ def block3(A, r0, c0):
     """The 3x3 block A[r0:r0 + 3, c0:c0 + 3] as a tuple of rows."""
     return ((A[r0, c0], A[r0, c0 + 1], A[r0, c0 + 2]), (A[r0 + 1, c0], A[r0 + 1, c0 + 1], A[r0 + 1, c0 + 2]),
             (A[r0 + 2, c0], A[r0 + 2, c0 + 1], A[r0 + 2, c0 + 2]))
+
+
+@ijit
+def symmetric_block3(A, r0):
+    """The diagonal 3x3 block A[r0:r0 + 3, r0:r0 + 3] of a symmetric A from its upper triangle."""
+    a00, a01, a02 = A[r0, r0], A[r0, r0 + 1], A[r0, r0 + 2]
+    a11, a12, a22 = A[r0 + 1, r0 + 1], A[r0 + 1, r0 + 2], A[r0 + 2, r0 + 2]
+    return (a00, a01, a02), (a01, a11, a12), (a02, a12, a22)
 
 
 @ijit
