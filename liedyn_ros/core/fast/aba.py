@@ -17,8 +17,9 @@ hang from one parent: the group is one joint of the parent, with, in the parent'
     U_k = sum_i m_i Ad^T J^_i S_i,   D_k = sum_i m_i^2 S_i^T J^_i S_i,
     u_k = tau_k - sum_i m_i (U_i^T eta_i + S_i^T b^_i),
 each body passing J^_i and b^_i + J^_i eta_i up whole and the parent taking
-Pi -= U_k U_k^T / D_k, beta += U_k u_k / D_k once (for one body per coordinate: the lines
-above, moved to the parent's frame by Ad^T). Forward, qdd_k = (u_k - U_k^T dV_lambda) / D_k and
+Pi -= U_k U_k^T / D_k, beta += U_k u_k / D_k once. A free coordinate that drives one body
+alone is eliminated in that body's frame instead (the lines above with U_i = m_i J^_i S_i), which
+moves Pi_i up without storing it and leaves U_k in {i}. Forward, qdd_k = (u_k - U_k^T dV_lambda) / D_k and
 a prescribed tau_k = sum_i m_i (U_i^T dV_i + S_i^T b^_i). Other mimic layouts and a partly
 prescribed base use M and the bias forces (`hybrid_dense`), like the reference.
 """
