@@ -269,7 +269,7 @@ def rnea_time_sample(mf, mi, ws, q, vd, T, out):
 
 
 @ijit
-def articulated_inertias(mf, mi, R, p, Jh, Jk, U, Psi, T66):
+def articulated_inertias(mf, mi, R, p, Jh, Jk, U, Psi):
     """J^_i = J_i + sum_c X_c^T (J^_c - U_c Psi_c U_c^T) X_c, U_i = J^_i S_i, Psi_i = 1 / (S_i^T U_i).
 
     False when S_i^T J^_i S_i is singular (a massless subtree on a moving joint).
@@ -289,7 +289,7 @@ def articulated_inertias(mf, mi, R, p, Jh, Jk, U, Psi, T66):
         for r in range(6):
             for m in range(6):
                 Jk[i, r, m] = Jh[i, r, m] - U[i, r] * U[i, m] * Psi[i]
-        congruence_to_parent(R[i], p[i], Jk[i], Jh[par], T66)
+        congruence_to_parent(R[i], p[i], Jk[i], Jh[par])
     return True
 
 
@@ -360,7 +360,7 @@ def aba_time_sample(mf, mi, ws, q, v, taus, T, out):
         if not cholesky(M):
             return SINGULAR
     else:
-        if not articulated_inertias(mf, mi, R, p, Jh, Jk, U, Psi, T66):
+        if not articulated_inertias(mf, mi, R, p, Jh, Jk, U, Psi):
             return SINGULAR
         L6[:, :] = Jh[nb]
         if base and not cholesky(L6):

@@ -17,8 +17,9 @@ hang from one parent: the group is one joint of the parent, with, in the parent'
     U_k = sum_i m_i Ad^T J^_i S_i,   D_k = sum_i m_i^2 S_i^T J^_i S_i,
     u_k = tau_k - sum_i m_i (U_i^T eta_i + S_i^T b^_i),
 each body passing J^_i and b^_i + J^_i eta_i up whole and the parent taking
-Pi -= U_k U_k^T / D_k, beta += U_k u_k / D_k once (for one body per coordinate: the lines
-above, moved to the parent's frame by Ad^T). Forward, qdd_k = (u_k - U_k^T dV_lambda) / D_k and
+Pi -= U_k U_k^T / D_k, beta += U_k u_k / D_k once. A free coordinate that drives one body
+alone is eliminated in that body's frame instead (the lines above with U_i = m_i J^_i S_i), which
+moves Pi_i up without storing it and leaves U_k in {i}. Forward, qdd_k = (u_k - U_k^T dV_lambda) / D_k and
 a prescribed tau_k = sum_i m_i (U_i^T dV_i + S_i^T b^_i). Other mimic layouts and a partly
 prescribed base use M and the bias forces (`hybrid_dense`), like the reference.
 """
@@ -30,10 +31,10 @@ from .crba import mass_matrix_sample
 from .kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, borrowed, inertias_block, \
     inputs_valid, joint_transforms, load_inertias, model_arrays, parent_row, screw, sizes, transforms_block, vectors_valid, \
     workspace, wrenches_valid
-from .layout import COORD, FIRST, GROUPED, MULT, SCALE, SCREW
+from .layout import ALONE, COORD, FIRST, GROUPED, MULT, SCALE, SCREW
 from .rnea import rnea_sample
-from .spatial import body_inertia_times, cholesky_solve, coadjoint_bias, congruence_to_parent, dot6, \
-    gravity_in_base, ijit, jit, mat6_times, bjit, screw_dot, times_screw, twist_to_child, wrench_to_parent
+from .spatial import body_inertia_times, cholesky_solve, coadjoint_bias, congruence_of_blocks, congruence_to_parent, \
+    dot6, gravity_in_base, ijit, jit, mat6_times, bjit, screw_dot, times_screw, twist_to_child, wrench_to_parent
 
 # S^T J^ S below this fraction of the robot's largest inertia entry counts as singular (as the reference).
 SINGULAR_TOL = 1e-12
@@ -72,7 +73,6 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
     Uk, o = block(ws, o, n, 6)  # U_k in the frame of its bodies' parent
     Du, o = block(ws, o, 2, n)  # D_k and u_k
     Jh, o = inertias_block(ws, o, nb + 1)
-    tmp, o = block(ws, o, 6, 6)
     x, o = block(ws, o, 2, 6)
     D, uk = Du[0], Du[1]
     joint_transforms(mf, mi, q, R, p)
@@ -100,23 +100,31 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
         S = screw(mf, i)
         times_screw(mf, i, Jh[i], U[i])
         beta = x[0]
-        if prescribed[base + k]:
-            for r in range(6):
-                x[1, r] = eta[i, r] + S[r] * m * u[base + k]
-            mat6_times(Jh[i], x[1], beta)
-        else:
-            mat6_times(Jh[i], eta[i], beta)
+        free = not prescribed[base + k]
+        if free:
+            bias_plus(Jh[i], eta[i], bh[i], beta)
             D[k] += m * m * screw_dot(mf, i, U[i])
             uk[k] -= m * (dot6(U[i], eta[i]) + screw_dot(mf, i, bh[i]))
             for r in range(6):
-                x[1, r] = m * U[i, r]
-            wrench_to_parent(R[i], p[i], x[1], Uk[k])
-        for r in range(6):
-            beta[r] += bh[i, r]
+                x[1, r] = m * U[i, r]  # body i's part of U_k, in {i}
+        else:
+            for r in range(6):
+                x[1, r] = eta[i, r] + S[r] * m * u[base + k]
+            bias_plus(Jh[i], x[1], bh[i], beta)
         j = parent_row(mi, i)
-        congruence_to_parent(R[i], p[i], Jh[i], Jh[j], tmp)
+        if free and mf[i, ALONE]:  # Pi_i and beta_i in {i}, as in plain ABA
+            if not D[k] > SINGULAR_TOL * mf[nb, SCALE]:
+                return SINGULAR
+            D_inv = 1.0 / D[k]  # one division, not twelve
+            for r in range(6):
+                beta[r] += x[1, r] * (uk[k] * D_inv)
+            articulated_to_parent(R[i], p[i], Jh[i], x[1], D_inv, Jh[j])
+        else:
+            if free:
+                wrench_to_parent(R[i], p[i], x[1], Uk[k])
+            congruence_to_parent(R[i], p[i], Jh[i], Jh[j])
         wrench_to_parent(R[i], p[i], beta, bh[j])
-        if mf[i, FIRST] and not prescribed[base + k]:  # the last body of coordinate k's group
+        if mf[i, FIRST] and free and not mf[i, ALONE]:  # the last body of coordinate k's group
             if not D[k] > SINGULAR_TOL * mf[nb, SCALE]:
                 return SINGULAR
             articulate(Uk[k], D[k], uk[k], Jh[j], bh[j])
@@ -142,12 +150,14 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
     for i in range(nb):
         k, m = mi[i, COORD], mf[i, MULT]
         j = parent_row(mi, i)
+        twist_to_child(R[i], p[i], dV[j], dV[i])
         if mf[i, FIRST]:
             if prescribed[base + k]:
                 a[base + k], tau[base + k] = u[base + k], 0.0
+            elif mf[i, ALONE]:  # U_k = m U_i in {i}, where dV[i] holds Ad_{f_i^-1} dV_lambda yet
+                a[base + k], tau[base + k] = (uk[k] - m * dot6(U[i], dV[i])) / D[k], u[base + k]
             else:
                 a[base + k], tau[base + k] = (uk[k] - dot6(Uk[k], dV[j])) / D[k], u[base + k]
-        twist_to_child(R[i], p[i], dV[j], dV[i])
         for r in range(6):
             dV[i, r] += eta[i, r] + mf[i, SCREW + r] * m * a[base + k]
         if prescribed[base + k]:
@@ -156,13 +166,55 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
 
 
 @ijit
-def articulate(U, D, u, Pi, beta):
-    """Pi -= U U^T / D and beta += U u / D: a free joint's motion eliminated (Kim Table 3)."""
+def bias_plus(J, V, b, out):
+    """out = b + J V for a 6x6 J; V is read first, as out could alias it (one workspace)."""
+    Vl = (V[0], V[1], V[2], V[3], V[4], V[5])
     for r in range(6):
-        Ur = U[r] / D
+        out[r] = b[r] + J[r, 0] * Vl[0] + J[r, 1] * Vl[1] + J[r, 2] * Vl[2] + J[r, 3] * Vl[3] + J[r, 4] * Vl[4] \
+            + J[r, 5] * Vl[5]
+
+
+@ijit
+def articulate(U, D, u, Pi, beta):
+    """Pi -= U U^T / D and beta += U u / D: a free joint's motion eliminated (Kim Table 3).
+
+    Pi stays symmetric: the upper triangle is formed and mirrored.
+    """
+    D_inv = 1.0 / D
+    for r in range(6):
+        Ur = U[r] * D_inv
         beta[r] += Ur * u
-        for c in range(6):
+        for c in range(r, 6):
             Pi[r, c] -= Ur * U[c]
+            Pi[c, r] = Pi[r, c]
+
+
+@ijit
+def articulated_to_parent(R, p, J, U, D_inv, out):
+    """out += Ad_{f^-1}^T Pi Ad_{f^-1} with Pi = J - U U^T / D (Kim Table 3), Pi never stored."""
+    W = (U[0] * D_inv, U[1] * D_inv, U[2] * D_inv, U[3] * D_inv, U[4] * D_inv, U[5] * D_inv)
+    Ul = (U[0], U[1], U[2], U[3], U[4], U[5])
+    congruence_of_blocks(R, p, eliminated_diagonal(J, Ul, W, 0), eliminated_block(J, Ul, W, 0, 3),
+                         eliminated_diagonal(J, Ul, W, 3), out)
+
+
+@ijit
+def eliminated_diagonal(J, U, W, r0):
+    """The diagonal block (J - U W^T)[r0:r0 + 3, r0:r0 + 3] with W = U / D, symmetric: six entries formed."""
+    b00, b01, b02 = J[r0, r0] - U[r0] * W[r0], J[r0, r0 + 1] - U[r0] * W[r0 + 1], J[r0, r0 + 2] - U[r0] * W[r0 + 2]
+    b11, b12 = J[r0 + 1, r0 + 1] - U[r0 + 1] * W[r0 + 1], J[r0 + 1, r0 + 2] - U[r0 + 1] * W[r0 + 2]
+    b22 = J[r0 + 2, r0 + 2] - U[r0 + 2] * W[r0 + 2]
+    return (b00, b01, b02), (b01, b11, b12), (b02, b12, b22)
+
+
+@ijit
+def eliminated_block(J, U, W, r0, c0):
+    """The 3x3 block (J - U W^T)[r0:r0 + 3, c0:c0 + 3] as a tuple of rows (U, W: 6-tuples)."""
+    return ((J[r0, c0] - U[r0] * W[c0], J[r0, c0 + 1] - U[r0] * W[c0 + 1], J[r0, c0 + 2] - U[r0] * W[c0 + 2]),
+            (J[r0 + 1, c0] - U[r0 + 1] * W[c0], J[r0 + 1, c0 + 1] - U[r0 + 1] * W[c0 + 1],
+             J[r0 + 1, c0 + 2] - U[r0 + 1] * W[c0 + 2]),
+            (J[r0 + 2, c0] - U[r0 + 2] * W[c0], J[r0 + 2, c0 + 1] - U[r0 + 2] * W[c0 + 1],
+             J[r0 + 2, c0 + 2] - U[r0 + 2] * W[c0 + 2]))
 
 
 @jit

@@ -6,7 +6,8 @@ one float array `mf` and one int array `mi`, and the single-sample workspace rid
     mf[i]   body i (0 <= i < nb):  R of M_i (row-major), p of M_i, S_i, J_i (row-major),
                                    mimic multiplier and offset (q_i = mult q_coord + offset),
                                    1 if i is the first body its coordinate drives,
-                                   the axis of S_i (`joint_axis`)
+                                   the axis of S_i (`joint_axis`),
+                                   1 if i is the only body its coordinate drives
     mf[nb]  the base:              gravity (world frame), the largest inertia entry, 1 if every
                                    coordinate's bodies share one parent (ABA stays recursive),
                                    J_base
@@ -24,13 +25,13 @@ import numpy as np
 
 from ..model import Model
 
-__all__ = ["FastModel", "fast_model", "RM", "PM", "SCREW", "INERTIA", "MULT", "OFFSET", "FIRST", "AXIS",
+__all__ = ["FastModel", "fast_model", "RM", "PM", "SCREW", "INERTIA", "MULT", "OFFSET", "FIRST", "AXIS", "ALONE",
            "GRAVITY", "SCALE", "GROUPED", "PARENT", "COORD", "GENERAL", "WIDTH", "MI_WIDTH", "HEADER"]
 
-RM, PM, SCREW, INERTIA, MULT, OFFSET, FIRST, AXIS = 0, 9, 12, 18, 54, 55, 56, 57
+RM, PM, SCREW, INERTIA, MULT, OFFSET, FIRST, AXIS, ALONE = 0, 9, 12, 18, 54, 55, 56, 57, 58
 # base row: gravity (3), largest inertia entry (singularity threshold), mimic groups share a parent
 GRAVITY, SCALE, GROUPED = 0, 3, 4
-WIDTH = 58
+WIDTH = 59
 PARENT, COORD = 0, 1
 MI_WIDTH = 2
 HEADER = 4  # entries of the handle's header
@@ -54,8 +55,9 @@ class FastModel:
         coordinate = model.coordinate
         mf[:nb, MULT] = model.P[np.arange(nb), coordinate] if model.n else 0.0
         mf[:nb, OFFSET] = model.q_offset
-        first = np.unique(coordinate, return_index=True)[1]
+        first, count = np.unique(coordinate, return_index=True, return_counts=True)[1:]
         mf[first, FIRST] = 1.0
+        mf[first[count == 1], ALONE] = 1.0
         mf[:nb, AXIS] = [joint_axis(S) for S in model.S]
         mf[nb, GRAVITY:GRAVITY + 3] = model.gravity
         mf[nb, SCALE] = max(np.abs(model.J).max(initial=0.0), np.abs(model.J_base).max())

@@ -128,55 +128,73 @@ def wrench_to_parent(R, p, F, out):
 
 
 @ijit
-def congruence_to_parent(R, p, A, out, tmp):
-    """out += Ad_{f^-1}^T A Ad_{f^-1} for a symmetric 6x6 A, by 3x3 blocks (tmp: 6x6 scratch).
+def congruence_to_parent(R, p, A, out):
+    """out += Ad_{f^-1}^T A Ad_{f^-1} for a symmetric 6x6 A, by 3x3 blocks held in locals.
 
     Ad_{f^-1}^T = [[1, [p]], [0, 1]] diag(R, R), so with A' = diag(R, R) A diag(R, R)^T
         Y22 = A'22,   Y12 = A'12 + [p] A'22,   Y11 = A'11 + [p] A'21 + Y12 [p]^T,
     two thirds of the work of six wrench maps on each side. Column c of [p] N is p x N[:, c],
-    row r of N [p]^T is p x N[r, :]. A' is symmetric: three blocks are rotated, A'21 = A'12^T.
+    column c of N [p]^T is N (e_c x p). A' is symmetric (A'21 = A'12^T), and so are Y11 and Y22:
+    only their upper triangles are formed (the compiler drops the rest of `rotated`). A is read
+    whole before out is written, as the two could alias (one workspace).
     """
-    rotate_block(R, A, 0, 0, tmp)
-    rotate_block(R, A, 0, 3, tmp)
-    rotate_block(R, A, 3, 3, tmp)
-    for r in range(3):
-        for c in range(3):
-            tmp[3 + c, r] = tmp[r, 3 + c]
-    for c in range(6):  # upper blocks += [p] (lower blocks): Y12, and A'11 + [p] A'21
-        n0, n1, n2 = tmp[3, c], tmp[4, c], tmp[5, c]
-        tmp[0, c] += p[1] * n2 - p[2] * n1
-        tmp[1, c] += p[2] * n0 - p[0] * n2
-        tmp[2, c] += p[0] * n1 - p[1] * n0
-    for r in range(3):  # Y11 += Y12 [p]^T
-        y0, y1, y2 = tmp[r, 3], tmp[r, 4], tmp[r, 5]
-        tmp[r, 0] += p[1] * y2 - p[2] * y1
-        tmp[r, 1] += p[2] * y0 - p[0] * y2
-        tmp[r, 2] += p[0] * y1 - p[1] * y0
-    for r in range(3):
-        for c in range(3):
-            out[r, c] += tmp[r, c]
-            out[r, 3 + c] += tmp[r, 3 + c]
-            out[3 + c, r] += tmp[r, 3 + c]  # Y21 = Y12^T
-            out[3 + r, 3 + c] += tmp[3 + r, 3 + c]
+    congruence_of_blocks(R, p, symmetric_block3(A, 0), block3(A, 0, 3), symmetric_block3(A, 3), out)
 
 
 @ijit
-def rotate_block(R, A, r0, c0, out):
-    """out[r0:r0 + 3, c0:c0 + 3] = R B R^T for the 3x3 block B = A[r0:r0 + 3, c0:c0 + 3].
-
-    R and B are read once into locals: the stores into out could alias them (one workspace),
-    which would otherwise reload them for every entry.
-    """
+def congruence_of_blocks(R, p, A11, A12, A22, out):
+    """congruence_to_parent of the symmetric A = [[A11, A12], [A12^T, A22]] (3x3 tuples of rows)."""
     Rl = ((R[0, 0], R[0, 1], R[0, 2]), (R[1, 0], R[1, 1], R[1, 2]), (R[2, 0], R[2, 1], R[2, 2]))
-    B = ((A[r0, c0], A[r0, c0 + 1], A[r0, c0 + 2]), (A[r0 + 1, c0], A[r0 + 1, c0 + 1], A[r0 + 1, c0 + 2]),
-         (A[r0 + 2, c0], A[r0 + 2, c0 + 1], A[r0 + 2, c0 + 2]))
+    pl = (p[0], p[1], p[2])
+    C11, C12, C22 = rotated(Rl, A11), rotated(Rl, A12), rotated(Rl, A22)  # columns of A'11, A'12, A'22
+    Y12 = (plus_cross(C12[0], pl, C22[0]), plus_cross(C12[1], pl, C22[1]), plus_cross(C12[2], pl, C22[2]))
     for c in range(3):
-        Rc = Rl[c]
-        y0 = B[0][0] * Rc[0] + B[0][1] * Rc[1] + B[0][2] * Rc[2]  # (B R^T)[:, c]
-        y1 = B[1][0] * Rc[0] + B[1][1] * Rc[1] + B[1][2] * Rc[2]
-        y2 = B[2][0] * Rc[0] + B[2][1] * Rc[1] + B[2][2] * Rc[2]
+        a, b = (c + 1) % 3, (c + 2) % 3
+        X = plus_cross(C11[c], pl, (C12[0][c], C12[1][c], C12[2][c]))  # (A'11 + [p] A'21)[:, c]
         for r in range(3):
-            out[r0 + r, c0 + c] = Rl[r][0] * y0 + Rl[r][1] * y1 + Rl[r][2] * y2
+            out[r, 3 + c] += Y12[c][r]
+            out[3 + c, r] += Y12[c][r]
+        for r in range(c + 1):
+            y11 = X[r] + Y12[b][r] * pl[a] - Y12[a][r] * pl[b]
+            out[r, c] += y11
+            out[3 + r, 3 + c] += C22[c][r]
+            if r != c:
+                out[c, r] += y11
+                out[3 + c, 3 + r] += C22[c][r]
+
+
+@ijit
+def block3(A, r0, c0):
+    """The 3x3 block A[r0:r0 + 3, c0:c0 + 3] as a tuple of rows."""
+    return ((A[r0, c0], A[r0, c0 + 1], A[r0, c0 + 2]), (A[r0 + 1, c0], A[r0 + 1, c0 + 1], A[r0 + 1, c0 + 2]),
+            (A[r0 + 2, c0], A[r0 + 2, c0 + 1], A[r0 + 2, c0 + 2]))
+
+
+@ijit
+def symmetric_block3(A, r0):
+    """The diagonal 3x3 block A[r0:r0 + 3, r0:r0 + 3] of a symmetric A from its upper triangle."""
+    a00, a01, a02 = A[r0, r0], A[r0, r0 + 1], A[r0, r0 + 2]
+    a11, a12, a22 = A[r0 + 1, r0 + 1], A[r0 + 1, r0 + 2], A[r0 + 2, r0 + 2]
+    return (a00, a01, a02), (a01, a11, a12), (a02, a12, a22)
+
+
+@ijit
+def mat3_times(B, x):
+    """B x for a 3x3 tuple of rows B."""
+    return (B[0][0] * x[0] + B[0][1] * x[1] + B[0][2] * x[2], B[1][0] * x[0] + B[1][1] * x[1] + B[1][2] * x[2],
+            B[2][0] * x[0] + B[2][1] * x[1] + B[2][2] * x[2])
+
+
+@ijit
+def rotated(R, B):
+    """The columns of R B R^T (tuples of rows R, B): column c is R (B R^T e_c) = R (B R[c, :])."""
+    return mat3_times(R, mat3_times(B, R[0])), mat3_times(R, mat3_times(B, R[1])), mat3_times(R, mat3_times(B, R[2]))
+
+
+@ijit
+def plus_cross(x, p, y):
+    """x + p x y for 3-tuples."""
+    return (x[0] + p[1] * y[2] - p[2] * y[1], x[1] + p[2] * y[0] - p[0] * y[2], x[2] + p[0] * y[1] - p[1] * y[0])
 
 
 @ijit
