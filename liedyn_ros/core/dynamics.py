@@ -2,12 +2,13 @@
 
 A single sample of float64 vectors (with external wrenches, if any, as (6,) arrays) goes
 straight to a `*_one` kernel, which checks lengths, NaN and the pose itself (a few hundred
-nanoseconds instead of numpy's microseconds). Anything else (lists, batches, other dtypes) makes the kernel's dispatcher raise TypeError
-and takes the general path: `checks.prepare` validates and flattens it, a `*_many` kernel
-computes it (over threads for a large batch, fast.threads). Lists and batches are sent to the general path before the kernel: a
-dispatcher that refuses its arguments takes about a millisecond to explain why. Whenever a
-kernel reports bad input or a singular inertia, the readable reference implementation
-(`liedyn_ros.core.reference`) runs on the same arguments: it raises the precise error.
+nanoseconds instead of numpy's microseconds). Anything else (lists, batches, other dtypes)
+takes the general path: `checks.prepare` validates and flattens it, a `*_many` kernel computes
+it (over threads for a large batch, fast.threads). Lists and batches are sent there before the
+kernel is tried, since a dispatcher that refuses its arguments (other dtypes, read-only arrays:
+TypeError) takes about a millisecond to explain why. Whenever a kernel reports bad input or a
+singular inertia, the readable reference implementation (`liedyn_ros.core.reference`) runs on
+the same arguments: it raises the precise error.
 """
 from __future__ import annotations
 

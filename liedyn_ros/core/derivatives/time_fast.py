@@ -388,8 +388,7 @@ def aba_time_sample(mf, mi, ws, q, v, taus, T, out):
 @jit
 def rnea_time_one(handle, q, vd, T, out):
     """One sample, inputs unchecked by Python: BAD_INPUT for fewer than two velocity orders, a wrong
-    length, NaN or a pose outside SE(3). Serial: a parallel kernel's thread start-up would cost more
-    than the sample."""
+    length, NaN or a pose outside SE(3)."""
     mf, mi = model_arrays(handle)
     nb, n, nv = sizes(mi)
     if not (vd.shape[0] >= 2 and out.shape[0] == vd.shape[0] - 1 and inputs_valid(mi, q, T)
@@ -400,7 +399,7 @@ def rnea_time_one(handle, q, vd, T, out):
 
 @jit
 def aba_time_one(handle, q, v, taus, T, out):
-    """One sample, serial (see rnea_time_one): BAD_INPUT for no torque, a wrong length, NaN or a bad pose."""
+    """One sample: BAD_INPUT for no torque, a wrong length, NaN or a bad pose."""
     mf, mi = model_arrays(handle)
     nb, n, nv = sizes(mi)
     if not (taus.shape[0] >= 1 and out.shape[0] == taus.shape[0] and inputs_valid(mi, q, T)
