@@ -159,24 +159,25 @@ def time_derivative_tables(orders: list[int], bodies: list[int], fixed_order: in
     rng = np.random.default_rng(1)
     model = core.load_urdf(chain_urdf(10))
     res["by_order"] = [(r,) + _time_one(model, r, rng, casadi=True) for r in orders]
-    print("\nTime derivatives vs order r (chain of 10 bodies), microseconds per call; x = ratio to r = 0")
-    print(f"{'r':>2s} {'rnea_time':>10s} {'x':>5s} {'aba_time':>9s} {'x':>5s} {'casadi':>8s} {'x':>5s} "
-          f"{'(r+1)(r+2)/2':>13s} {'ours/casadi':>12s} {'casadi build s':>15s}")
-    t0 = res["by_order"][0]
-    for r, t_id, t_fd, t_ca, t_build in res["by_order"]:
-        print(f"{r:2d} {t_id * 1e6:10.1f} {t_id / t0[1]:5.1f} {t_fd * 1e6:9.1f} {t_fd / t0[2]:5.1f} "
-              f"{t_ca * 1e6:8.1f} {t_ca / t0[3]:5.1f} {(r + 1) * (r + 2) // 2:13d} {t_id / t_ca:12.2f} {t_build:15.2f}")
+    _growth_table("Time derivatives vs order r (chain of 10 bodies), microseconds per call; x = ratio to r = 0",
+                  "r", "(r+1)(r+2)/2", res["by_order"], lambda r: (r + 1) * (r + 2) // 2)
     res["by_bodies"] = [(nb_,) + _time_one(core.load_urdf(chain_urdf(nb_)), fixed_order, rng,
                                            casadi=nb_ <= casadi_max_bodies) for nb_ in bodies]
-    print(f"\nTime derivatives vs number of bodies (order r = {fixed_order}), microseconds per call; "
-          f"x = ratio to nb = {bodies[0]}")
-    print(f"{'nb':>3s} {'rnea_time':>10s} {'x':>5s} {'aba_time':>9s} {'x':>5s} {'casadi':>8s} {'x':>5s} "
-          f"{'nb/' + str(bodies[0]):>6s} {'ours/casadi':>12s} {'casadi build s':>15s}")
-    t0 = res["by_bodies"][0]
-    for nb_, t_id, t_fd, t_ca, t_build in res["by_bodies"]:
-        print(f"{nb_:3d} {t_id * 1e6:10.1f} {t_id / t0[1]:5.1f} {t_fd * 1e6:9.1f} {t_fd / t0[2]:5.1f} "
-              f"{t_ca * 1e6:8.1f} {t_ca / t0[3]:5.1f} {nb_ / bodies[0]:6.1f} {t_id / t_ca:12.2f} {t_build:15.2f}")
+    _growth_table(f"Time derivatives vs number of bodies (order r = {fixed_order}), microseconds per call; "
+                  f"x = ratio to nb = {bodies[0]}", "nb", f"nb/{bodies[0]}", res["by_bodies"],
+                  lambda nb_: nb_ / bodies[0])
     return res
+
+
+def _growth_table(title: str, key: str, model_name: str, rows: list, model_growth: Callable) -> None:
+    """Rows (key, rnea_time, aba_time, casadi, casadi build) with growth against the first row and a model count."""
+    print(f"\n{title}")
+    print(f"{key:>3s} {'rnea_time':>10s} {'x':>5s} {'aba_time':>9s} {'x':>5s} {'casadi':>8s} {'x':>5s} "
+          f"{model_name:>13s} {'ours/casadi':>12s} {'casadi build s':>15s}")
+    t0 = rows[0]
+    for k, t_id, t_fd, t_ca, t_build in rows:
+        print(f"{k:3d} {t_id * 1e6:10.1f} {t_id / t0[1]:5.1f} {t_fd * 1e6:9.1f} {t_fd / t0[2]:5.1f} "
+              f"{t_ca * 1e6:8.1f} {t_ca / t0[3]:5.1f} {model_growth(k):13.1f} {t_id / t_ca:12.2f} {t_build:15.2f}")
 
 
 def _time_one(model: core.Model, r: int, rng: np.random.Generator, casadi: bool) -> tuple[float, float, float, float]:

@@ -97,7 +97,7 @@ def _as_sample(x, ndim: int) -> np.ndarray | None:
 def _pose(fm, base_pose) -> np.ndarray | None:
     """The pose a single-sample kernel takes (the identity for a fixed base), or None when it is
     missing or unexpected (checks.prepare words that)."""
-    if (base_pose is None) == fm.floating:
+    if (base_pose is None) is not fm.fixed:
         return None
     return fm.identity if base_pose is None else _as_sample(base_pose, 2)
 

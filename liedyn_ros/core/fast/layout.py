@@ -71,7 +71,6 @@ class FastModel:
         self._header = np.array([mf.ctypes.data, mf.shape[0], mi.ctypes.data, mi.shape[0]], dtype=np.int64)
         self.handle = self._header.ctypes.data  # valid while self (holding mf, mi, _header) lives
         self.n, self.nb, self.nv = model.n, nb, model.nv
-        self.floating = model.floating_base
         self.fixed = not model.floating_base
         self.ws_size = workspace_size(nb, model.nv)
         self.free = np.zeros(model.nv, dtype=bool)  # aba: nothing prescribed
