@@ -40,7 +40,7 @@ def per_call(fns: list[Callable[[], object]], number: int = 1000, rounds: int = 
     return best
 
 
-def best_of(fns: list[Callable[[], object]], rounds: int = 5, burst: int = 3) -> list[float]:
+def best_of(fns: list[Callable[[], object]], rounds: int = 20, burst: int = 3) -> list[float]:
     """Best time of one call of each function, in seconds, taking turns in bursts of `burst` calls.
 
     Bursts rather than single calls: Pinocchio's OpenMP threads keep spinning for a while after

@@ -154,6 +154,34 @@ def test_broadcast_and_lists() -> None:
     close(core.mass_matrix(model, strided), reference.mass_matrix(model, q[0]))
 
 
+@pytest.mark.parametrize("robot", ["solo12", "panda"])
+def test_one_pose_for_a_threaded_batch(robot: str) -> None:
+    """One base pose (4, 4) for a batch split over threads, which reads it from a single row, and
+    aba's batch, which writes its tau to scratch: sample by sample equal to the reference."""
+    from liedyn_ros.core.fast import threads
+
+    model = load(robot)
+    rng = np.random.default_rng(11)
+    B = 2 * threads.SAMPLES_PER_THREAD + 5
+    q, v, a, poses = inputs(model, rng, (B,))
+    pose = poses[0] if model.floating_base else None
+    mask = rng.random(model.nv) < 0.5
+    for name, run in algorithms(model, q, v, a, pose, None, mask).items():
+        got = run(core)
+        for k in (0, B // 2, B - 1):
+            want = algorithms(model, q[k], v[k], a[k], pose, None, mask)[name](reference)
+            for g, w in pairs(name, [x[k] for x in got] if name == "hybrid" else got[k], want):
+                close(g, w)
+    got = core.aba_derivatives(model, q, v, a, base_pose=pose)
+    want = core.aba_derivatives(model, q[-1], v[-1], a[-1], base_pose=pose, fast=False)
+    for g, w in zip(got, want, strict=True):
+        close(g[-1], w)
+    got = core.rnea_time_derivatives(model, q, [v, a, a], base_pose=pose)
+    want = core.rnea_time_derivatives(model, q[-1], [v[-1], a[-1], a[-1]], base_pose=pose, fast=False)
+    for g, w in zip(got, want, strict=True):
+        close(g[-1], w)
+
+
 @pytest.mark.parametrize("bad, match", [
     (dict(q=np.full(8, np.nan)), "q: contains NaN"),
     (dict(q=np.zeros(3)), "q: expected length 8"),

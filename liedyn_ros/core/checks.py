@@ -67,7 +67,7 @@ class Batch:
     shape: tuple[int, ...]  # the caller's leading batch shape, restored on output
     q: np.ndarray  # (B, n)
     vectors: list[np.ndarray]  # each (B, nv)
-    base_pose: np.ndarray  # (B, 4, 4): identity for a fixed base
+    base_pose: np.ndarray  # (B, 4, 4), or (1, 4, 4) for every sample; the identity for a fixed base
     f_body: np.ndarray | None  # (B, nb, 6) external wrenches on the bodies, in body frames
     f_base: np.ndarray | None  # (B, 6) external wrench on the root link (floating base only)
 
@@ -101,13 +101,16 @@ def prepare(model: Model, q, vectors: dict[str, object] | None = None, *, base_p
         raise ValueError(f"batch dimensions do not broadcast: {shapes}") from exc
     B = int(np.prod(shape, dtype=np.int64))
 
-    def flat(x: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
+    def kernel_ready(x: np.ndarray) -> np.ndarray:
         # Writeable as well as contiguous: the compiled kernels are built for writeable arrays only.
+        out = np.ascontiguousarray(x)
+        return out if out.flags.writeable else out.copy()
+
+    def flat(x: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
         # An argument of the full shape is only reshaped (a view; broadcast_to would make it read-only).
         if x.shape != shape + tail:
             x = np.broadcast_to(x, shape + tail)
-        out = np.ascontiguousarray(x.reshape((B,) + tail))
-        return out if out.flags.writeable else out.copy()
+        return kernel_ready(x.reshape((B,) + tail))
 
     f_body = f_base = None
     if fext:
@@ -120,5 +123,6 @@ def prepare(model: Model, q, vectors: dict[str, object] | None = None, *, base_p
                 f_base += Fb
             else:
                 f_body[:, body] += Fb
-    return Batch(shape, flat(q, (model.n,)), [flat(x, (model.nv,)) for x in vecs], flat(pose, (4, 4)),
-                 f_body, f_base)
+    # One pose for every sample stays one: the kernels read row 0 then, and no (B, 4, 4) copy is made.
+    poses = kernel_ready(pose.reshape((1, 4, 4))) if pose.ndim == 2 else flat(pose, (4, 4))
+    return Batch(shape, flat(q, (model.n,)), [flat(x, (model.nv,)) for x in vecs], poses, f_body, f_base)

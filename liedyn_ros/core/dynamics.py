@@ -193,16 +193,20 @@ def aba(model: Model, q, v, tau, *, base_pose=None, f_ext=None) -> np.ndarray:
                     return a
         except TypeError:
             pass
-    return _hybrid(model, fm, q, v, tau, fm.free, base_pose, f_ext, "tau")[1]
+    return _hybrid(model, fm, q, v, tau, fm.free, base_pose, f_ext, "tau", with_tau=False)[1]
 
 
-def _hybrid(model: Model, fm: FastModel, q, v, u, mask: np.ndarray, base_pose, f_ext, name: str
-            ) -> tuple[np.ndarray, np.ndarray]:
-    """hybrid (or aba) through the general path; the reference raises on a singular inertia."""
+def _hybrid(model: Model, fm: FastModel, q, v, u, mask: np.ndarray, base_pose, f_ext, name: str,
+            with_tau: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """hybrid (or aba) through the general path; the reference raises on a singular inertia.
+
+    Without `with_tau` (aba) the kernel writes tau to scratch and tau is returned empty.
+    """
     batch = prepare(model, q, {"v": v, name: u}, base_pose=base_pose, f_ext=f_ext)
-    tau, a = np.empty((2, batch.q.shape[0], fm.nv))
+    B = batch.q.shape[0]
+    tau, a = np.empty((B if with_tau else 0, fm.nv)), np.empty((B, fm.nv))
     if run_batch(hybrid_many, a.shape[0], fm.mf, fm.mi, fm.ws_size, batch.q, *batch.vectors, mask, batch.base_pose,
                  *_forces(fm, batch), tau, a) != OK:
         tau, a = reference.hybrid(model, q, v, u, mask, base_pose=base_pose, f_ext=f_ext)
         return tau, a
-    return batch.restore(tau), batch.restore(a)
+    return (batch.restore(tau) if with_tau else tau), batch.restore(a)

@@ -46,7 +46,7 @@ import numpy as np
 
 from ..checks import Batch
 from ..fast import BAD_INPUT, OK, SINGULAR, fast_model
-from ..fast.kinematics import block, borrowed, inertias_block, inputs_valid, model_arrays, screw, sizes, \
+from ..fast.kinematics import block, borrowed, inertias_block, inputs_valid, model_arrays, pose_of, screw, sizes, \
     transforms_block, vectors_valid
 from ..fast.layout import COORD, INERTIA, MULT, PARENT
 from ..fast.spatial import bjit, bracket, coadjoint_bias, dot6, gravity_in_base, ijit, jit, joint_transform
@@ -509,7 +509,7 @@ def derivatives_many(mf, mi, q, v, x, T, forward, out, start, stop):
     ws = np.empty(workspace(nb, nv))
     status = OK
     for k in range(start, stop):
-        status = max(status, derivatives_sample(mf, mi, ws, q[k], v[k], x[k], T[k], forward, out[k]))
+        status = max(status, derivatives_sample(mf, mi, ws, q[k], v[k], x[k], pose_of(T, k), forward, out[k]))
     return status
 
 

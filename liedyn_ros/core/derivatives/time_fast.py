@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..fast import BAD_INPUT, OK, SINGULAR
-from ..fast.kinematics import block, inertias_block, inputs_valid, model_arrays, sizes, \
+from ..fast.kinematics import block, inertias_block, inputs_valid, model_arrays, pose_of, sizes, \
     transforms_block, vectors_valid
 from ..fast.layout import COORD, INERTIA, MULT, PARENT, SCALE, SCREW
 from ..fast.spatial import body_inertia_times, bracket, cholesky, coadjoint_bias, congruence_to_parent, dot6, \
@@ -410,21 +410,21 @@ def aba_time_one(handle, q, v, taus, T, out):
 
 @bjit
 def rnea_time_many(mf, mi, q, vd, T, out, start, stop):
-    """Samples start..stop of a batch: q (B, n), vd (B, r + 2, nv), T (B, 4, 4) into out (B, r + 1, nv)."""
+    """Samples start..stop of a batch: q (B, n), vd (B, r + 2, nv), T (B or 1, 4, 4) into out (B, r + 1, nv)."""
     nb, n, nv = sizes(mi)
     ws = np.empty(time_workspace(nb, nv, vd.shape[1]))
     for b in range(start, stop):
-        rnea_time_sample(mf, mi, ws, q[b], vd[b], T[b], out[b])
+        rnea_time_sample(mf, mi, ws, q[b], vd[b], pose_of(T, b), out[b])
     return OK
 
 
 @bjit
 def aba_time_many(mf, mi, q, v, taus, T, out, start, stop):
-    """Samples start..stop of a batch: q (B, n), v (B, nv), taus (B, r + 1, nv), T (B, 4, 4) into out
-    (B, r + 1, nv); the worst status of those samples."""
+    """Samples start..stop of a batch: q (B, n), v (B, nv), taus (B, r + 1, nv), T (B or 1, 4, 4) into
+    out (B, r + 1, nv); the worst status of those samples."""
     nb, n, nv = sizes(mi)
     ws = np.empty(time_workspace(nb, nv, taus.shape[1] + 1))
     status = OK
     for b in range(start, stop):
-        status = max(status, aba_time_sample(mf, mi, ws, q[b], v[b], taus[b], T[b], out[b]))
+        status = max(status, aba_time_sample(mf, mi, ws, q[b], v[b], taus[b], pose_of(T, b), out[b]))
     return status

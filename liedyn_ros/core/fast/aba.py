@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from .crba import mass_matrix_sample
-from .kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, borrowed, inertias_block, \
+from .kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, borrowed, inertias_block, pose_of, \
     inputs_valid, joint_transforms, load_inertias, model_arrays, parent_row, screw, sizes, transforms_block, vectors_valid, \
     workspace, wrenches_valid
 from .layout import ALONE, COORD, FIRST, GROUPED, MULT, SCALE, SCREW
@@ -285,10 +285,14 @@ def hybrid_wrench_one(handle, q, v, u, prescribed, T, f_body, f_base, tau, a):
 
 @bjit
 def hybrid_many(mf, mi, ws_size, q, v, u, prescribed, T, f_body, f_base, tau, a, start, stop):
-    """hybrid over samples start..stop of a batch (B, ...); returns the worst status of those samples."""
-    ws = np.empty(ws_size)
+    """hybrid over samples start..stop of a batch (B, ...); returns the worst status of those samples.
+
+    tau without rows (aba, which returns a alone) goes to scratch: no output array for it.
+    """
+    ws = np.empty(ws_size + a.shape[1])
+    work, scratch = ws[:ws_size], ws[ws_size:]
     status = OK
     for b in range(start, stop):
-        status = max(status, hybrid_sample(mf, mi, ws, q[b], v[b], u[b], prescribed, T[b], f_body, f_base, b,
-                                           tau[b], a[b]))
+        status = max(status, hybrid_sample(mf, mi, work, q[b], v[b], u[b], prescribed, pose_of(T, b), f_body, f_base,
+                                           b, tau[b] if tau.shape[0] else scratch, a[b]))
     return status

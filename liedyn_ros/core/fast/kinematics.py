@@ -48,6 +48,12 @@ def wrenches_valid(mi, f_body, f_base):
 
 
 @ijit
+def pose_of(T, b):
+    """Sample b's base pose: T[b] of T (B, 4, 4), or T[0] when one pose (1, 4, 4) serves every sample."""
+    return T[b if T.shape[0] != 1 else 0]
+
+
+@ijit
 def joint_transforms(mf, mi, q, R, p):
     """(R_i, p_i) of every f_{lambda(i), i}."""
     for i in range(mi.shape[0] - 1):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kinematics import BAD_INPUT, OK, block, borrowed, body_rate, body_velocity, inputs_valid, model_arrays, \
+from .kinematics import BAD_INPUT, OK, block, borrowed, body_rate, body_velocity, inputs_valid, model_arrays, pose_of, \
     parent_row, sizes, transforms_block, vectors_valid, workspace, wrenches_valid
 from .layout import COORD, MULT, SCREW
 from .spatial import bjit, body_inertia_times, coadjoint_bias, gravity_in_base, ijit, jit, joint_transform, \
@@ -133,14 +133,14 @@ def rnea_many(mf, mi, ws_size, q, v, a, T, f_body, f_base, out, start, stop):
     """rnea over samples start..stop of a batch (B, ...); f_body (0 or B, nb, 6), f_base (0 or B, 6)."""
     ws = np.empty(ws_size)
     for b in range(start, stop):
-        rnea_sample(mf, mi, ws, q[b], v[b], a[b], T[b], f_body, f_base, b, out[b])
+        rnea_sample(mf, mi, ws, q[b], v[b], a[b], pose_of(T, b), f_body, f_base, b, out[b])
     return OK
 
 
 @bjit
 def gravity_many(mf, mi, ws_size, q, T, out, start, stop):
-    """g over samples start..stop of a batch q (B, n), T (B, 4, 4) into out (B, nv)."""
+    """g over samples start..stop of a batch q (B, n), T (B or 1, 4, 4) into out (B, nv)."""
     ws = np.empty(ws_size)
     for b in range(start, stop):
-        gravity_sample(mf, mi, ws, q[b], T[b], out[b])
+        gravity_sample(mf, mi, ws, q[b], pose_of(T, b), out[b])
     return OK

@@ -43,8 +43,8 @@ def gravity_acceleration(model: Model, batch: Batch) -> np.ndarray:
     Adding it to the base acceleration adds the fictitious upward acceleration of Featherstone's
     trick, so every body's inertial force includes its weight.
     """
-    R = batch.base_pose[:, :3, :3]
-    out = np.zeros((R.shape[0], 6))
+    R = batch.base_pose[:, :3, :3]  # (B or 1, 3, 3)
+    out = np.zeros((batch.q.shape[0], 6))
     out[:, 3:] = -np.einsum("bji,j->bi", R, model.gravity)
     return out
 
