@@ -46,8 +46,8 @@ import numpy as np
 
 from ..checks import Batch
 from ..fast import BAD_INPUT, OK, SINGULAR, fast_model
-from ..fast.kinematics import block, borrowed, inertias_block, inputs_valid, model_arrays, pose_of, screw, sizes, \
-    transforms_block, vectors_valid
+from ..fast.kinematics import block, borrowed, inertias_block, inputs_valid, model_arrays, pose_of, reshaped, screw, \
+    sizes, transforms_block, vectors_valid
 from ..fast.layout import COORD, INERTIA, MULT, PARENT
 from ..fast.spatial import bjit, bracket, coadjoint_bias, dot6, gravity_in_base, ijit, jit, joint_transform
 from ..fast.threads import run_batch
@@ -472,7 +472,7 @@ def derivatives_sample(mf, mi, ws, q, v, x, T, forward, out):
             return SINGULAR
         for r in range(nv):
             acc[r] = x[r] - bias[r]
-        ltdl_solve(mi, tree, L, acc.reshape((nv, 1)))
+        ltdl_solve(mi, tree, L, reshaped(acc, 0, (nv, 1)))
         accelerate(mf, mi, acc, s, a, A, dA, Ic, Fc, tmp[0])
         dq, dv = X[:, 0:nv], X[:, nv:2 * nv]  # solved below beside the identity
     else:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..fast import BAD_INPUT, OK, SINGULAR
-from ..fast.kinematics import block, inertias_block, inputs_valid, model_arrays, pose_of, sizes, \
+from ..fast.kinematics import block, inertias_block, inputs_valid, model_arrays, pose_of, reshaped, sizes, \
     transforms_block, vectors_valid
 from ..fast.layout import COORD, INERTIA, MULT, PARENT, SCALE, SCREW
 from ..fast.spatial import body_inertia_times, bracket, cholesky, coadjoint_bias, congruence_to_parent, dot6, \
@@ -46,14 +46,14 @@ def time_workspace(nb, nv, K):
 @ijit
 def views(ws, nb, nv, K):
     R, p, o = transforms_block(ws, 0, nb)
-    Xd = ws[o:o + K * nb * 36].reshape((K, nb, 6, 6))
+    Xd = reshaped(ws, o, (K, nb, 6, 6))
     o += K * nb * 36
     qd, o = block(ws, o, K, nb)
-    V = ws[o:o + K * (nb + 1) * 6].reshape((K, nb + 1, 6))  # row nb: the base twist V_0
+    V = reshaped(ws, o, (K, nb + 1, 6))  # row nb: the base twist V_0
     o += K * (nb + 1) * 6
-    G = ws[o:o + K * (nb + 1) * 6].reshape((K, nb + 1, 6))  # row nb: a_g
+    G = reshaped(ws, o, (K, nb + 1, 6))  # row nb: a_g
     o += K * (nb + 1) * 6
-    F = ws[o:o + K * (nb + 1) * 6].reshape((K, nb + 1, 6))  # row nb: F_0
+    F = reshaped(ws, o, (K, nb + 1, 6))  # row nb: F_0
     o += K * (nb + 1) * 6
     C, o = block(ws, o, K, K)  # binomial coefficients
     c, o = block(ws, o, nb, 6)

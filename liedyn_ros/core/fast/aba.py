@@ -29,8 +29,8 @@ import numpy as np
 
 from .crba import mass_matrix_sample
 from .kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, borrowed, inertias_block, pose_of, \
-    inputs_valid, joint_transforms, load_inertias, model_arrays, parent_row, screw, sizes, transforms_block, vectors_valid, \
-    workspace, wrenches_valid
+    inputs_valid, joint_transforms, load_inertias, model_arrays, parent_row, reshaped, screw, sizes, transforms_block, \
+    vectors_valid, workspace, wrenches_valid
 from .layout import ALONE, COORD, FIRST, GROUPED, MULT, SCALE, SCREW
 from .rnea import rnea_sample
 from .spatial import body_inertia_times, cholesky_solve, coadjoint_bias, congruence_of_blocks, congruence_to_parent, \
@@ -270,7 +270,7 @@ def hybrid_one(handle, q, v, u, prescribed, T, tau, a):
     nb, n, nv = sizes(mi)
     ws = workspace(mf, mi)
     # Sample index np.int64(0), not the literal 0, which numba would compile a second hybrid_sample for.
-    return hybrid_sample(mf, mi, ws, q, v, u, prescribed, T, ws[:0].reshape((0, nb, 6)), ws[:0].reshape((0, 6)),
+    return hybrid_sample(mf, mi, ws, q, v, u, prescribed, T, reshaped(ws, 0, (0, nb, 6)), reshaped(ws, 0, (0, 6)),
                          np.int64(0), tau, a)
 
 

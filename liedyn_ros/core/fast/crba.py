@@ -16,7 +16,8 @@ import math
 
 import numpy as np
 
-from .kinematics import BAD_INPUT, OK, block, borrowed, inputs_valid, model_arrays, parent_row, sizes, workspace
+from .kinematics import BAD_INPUT, OK, block, borrowed, inputs_valid, model_arrays, parent_row, reshaped, sizes, \
+    workspace
 from .layout import AXIS, COORD, GENERAL, INERTIA, MULT, OFFSET, PARENT, PM, RM, SCREW
 from .spatial import dot6, ijit, inertia10, inertia10_matrix, jit, bjit, joint_transform
 
@@ -94,7 +95,7 @@ def pose_in_base(mf, mi, i, q_coord, T, sc, f):
     P, Ti = T[parent_row(mi, i)], T[i]
     k = int(mf[i, AXIS])
     if k == GENERAL:
-        R, p = f[:9].reshape((3, 3)), f[9:]
+        R, p = reshaped(f, 0, (3, 3)), f[9:]
         joint_transform(mf, i, q_coord, R, p)
         for r in range(3):
             for c in range(3):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .kinematics import BAD_INPUT, OK, block, borrowed, body_rate, body_velocity, inputs_valid, model_arrays, pose_of, \
-    parent_row, sizes, transforms_block, vectors_valid, workspace, wrenches_valid
+    parent_row, reshaped, sizes, transforms_block, vectors_valid, workspace, wrenches_valid
 from .layout import COORD, MULT, SCREW
 from .spatial import bjit, body_inertia_times, coadjoint_bias, gravity_in_base, ijit, jit, joint_transform, \
     screw_dot, twist_to_child, wrench_to_parent
@@ -107,7 +107,8 @@ def rnea_one(handle, q, v, a, T, out):
     nb, n, nv = sizes(mi)
     ws = workspace(mf, mi)
     # Sample index np.int64(0), not the literal 0, which numba would compile a second rnea_sample for.
-    return rnea_sample(mf, mi, ws, q, v, a, T, ws[:0].reshape((0, nb, 6)), ws[:0].reshape((0, 6)), np.int64(0), out)
+    return rnea_sample(mf, mi, ws, q, v, a, T, reshaped(ws, 0, (0, nb, 6)), reshaped(ws, 0, (0, 6)),
+                       np.int64(0), out)
 
 
 @jit
