@@ -13,12 +13,12 @@ from numba import njit
 
 from .layout import AXIS, GENERAL, INERTIA, MULT, OFFSET, PM, RM, SCREW
 
-jit = njit(cache=True, error_model="numpy")
+jit = njit(cache=True, error_model="numpy", fastmath={"contract"})
 # Steps are inlined into the kernels: numba's calls cost as much as a small step's arithmetic
 # (plain calls made the kernels 1.3-1.5x slower; they compiled in two thirds of the time).
-ijit = njit(cache=True, error_model="numpy", inline="always")
+ijit = njit(cache=True, error_model="numpy", fastmath={"contract"}, inline="always")
 # Batch kernels: release the GIL, so that threads.run_batch can spread a batch over threads.
-bjit = njit(cache=True, error_model="numpy", nogil=True)
+bjit = njit(cache=True, error_model="numpy", fastmath={"contract"}, nogil=True)
 
 
 @ijit
