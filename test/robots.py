@@ -306,13 +306,27 @@ def random_tree_twins(seed: int, count: int) -> tuple[Twin, ...]:
 
 TREE_SEED = 20240611
 FIXED_CASES = ("panda", "panda_arm", "ur5", "tree0", "tree1", "tree2")
-FLOATING_CASES = ("solo12", "talos", "talos_mimic")
+FLOATING_CASES = ("solo12", "talos", "talos_mimic", "lone_body")
+
+# A quadrotor without arms: one floating rigid body, its rotors welded on (no moving joint at all).
+LONE_BODY_URDF = (
+    '<robot name="quadrotor"><link name="frame"><inertial><origin xyz="0.01 -0.02 0.03" rpy="0.1 0.2 0.3"/>'
+    '<mass value="1.5"/><inertia ixx="0.03" ixy="0.001" ixz="0" iyy="0.031" iyz="0.002" izz="0.058"/></inertial>'
+    '</link>' + "".join(
+        f'<link name="rotor{k}"><inertial><origin xyz="0 0 0.01"/><mass value="0.05"/>'
+        f'<inertia ixx="2e-5" ixy="0" ixz="0" iyy="2e-5" iyz="0" izz="4e-5"/></inertial></link>'
+        f'<joint name="mount{k}" type="fixed"><parent link="frame"/><child link="rotor{k}"/>'
+        f'<origin xyz="{0.2 * np.cos(k * np.pi / 2 + 0.7):.17g} {0.2 * np.sin(k * np.pi / 2 + 0.7):.17g} 0.02"/></joint>'
+        for k in range(4)) + '</robot>')
 
 
 def case(name: str) -> Twin:
-    """A twin by test-case name: a robot of ROBOT_FILES, 'panda_arm', or 'treeK' (random tree K)."""
+    """A twin by test-case name: a robot of ROBOT_FILES, 'panda_arm', 'lone_body' (LONE_BODY_URDF,
+    floating) or 'treeK' (random tree K)."""
     if name.startswith("tree"):
         return random_tree_twins(TREE_SEED, 3)[int(name[4:])]
+    if name == "lone_body":
+        return twin_from_xml(LONE_BODY_URDF, True)
     return twin(name)
 
 

@@ -31,7 +31,7 @@ def leaf_and_merged_links(model: core.Model) -> list[str]:
     """Two links to push on: the last body's link and a link merged by a fixed joint (if any)."""
     merged = [link for link, (b, T) in model.link_frames.items()
               if link not in model.body_names and link != model.root_link]
-    return [model.body_names[-1]] + merged[-1:]
+    return list(model.body_names[-1:]) + merged[-1:]
 
 
 @pytest.mark.parametrize("name", ALL_CASES)

@@ -23,6 +23,7 @@ from liedyn_ros import core
 from liedyn_ros.core import reference  # finite differences of the readable algorithms
 from liedyn_ros.core.spatial import exp_se3, hat
 from liedyn_ros.robot_data import robots_dir
+from robots import LONE_BODY_URDF
 
 ROBOTS = robots_dir()
 PANDA = ROBOTS / "panda_description/urdf/panda.urdf"
@@ -120,6 +121,7 @@ def pin_map(model: core.Model, q, T, order) -> np.ndarray:
 @pytest.mark.parametrize("name,xml_of,floating", [
     ("panda", lambda: PANDA.read_text(), False),
     ("solo12", lambda: SOLO12.read_text(), True),
+    ("lone_body", lambda: LONE_BODY_URDF, True),
 ])
 @pytest.mark.parametrize("fast", [True, False])
 def test_rnea_derivatives_match_pinocchio(name, xml_of, floating, fast):
@@ -142,6 +144,7 @@ def test_rnea_derivatives_match_pinocchio(name, xml_of, floating, fast):
 @pytest.mark.parametrize("name,xml_of,floating", [
     ("panda_arm", arm_xml, False),
     ("solo12", lambda: SOLO12.read_text(), True),
+    ("lone_body", lambda: LONE_BODY_URDF, True),
 ])
 @pytest.mark.parametrize("fast", [True, False])
 def test_aba_derivatives_match_pinocchio(name, xml_of, floating, fast):

@@ -101,7 +101,7 @@ def to_pinocchio(model: Model, q, v=None, *, base_pose=None, joint_order: Sequen
         if base_pose is None:
             raise ValueError("base_pose: required for a floating-base model")
         parts = list(position_quaternion_from_pose(base_pose)) + parts
-    q_pin = _concat(parts)
+    q_pin = _concat(parts) if parts else q_body  # no part: a fixed base without moving joints
     if v is None:
         return q_pin, None
     v = check_vector("v", v, model.nv)
@@ -129,7 +129,7 @@ def from_pinocchio(model: Model, q_pin, v_pin=None, *, joint_order: Sequence[str
         s = start[b]
         continuous = model.body_types[b] == "continuous"
         cols.append(np.arctan2(q_pin[..., s + 1], q_pin[..., s]) if continuous else q_pin[..., s])
-    q = np.stack(cols, -1)
+    q = np.stack(cols, -1) if cols else q_pin[..., :0]
     base_pose = pose_from_position_quaternion(q_pin[..., :3], q_pin[..., 3:7]) if model.floating_base else None
     if v_pin is None:
         return q, None, base_pose

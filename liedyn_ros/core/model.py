@@ -109,6 +109,8 @@ class Model:
     @property
     def coordinate(self) -> np.ndarray:
         """Coordinate index driving each body (its own, or its mimic leader's)."""
+        if not self.n:  # no coordinate, so no moving body (a lone rigid body, a drone)
+            return np.zeros(self.nb, dtype=np.int64)
         return np.argmax(self.P != 0, axis=1)
 
     @property
