@@ -127,6 +127,27 @@ def test_massless_leaf_on_moving_joint_makes_aba_raise() -> None:
         core.aba(model, np.zeros((3, 2)), np.zeros((3, 2)), np.ones((3, 2)))
 
 
+def test_massless_mimic_fingers_make_aba_raise() -> None:
+    """Massless fingers driven by one coordinate through a mimic joint (as Romeo's hands): the dense
+    path of forward dynamics names that coordinate's joint instead of failing in a factorization."""
+    xml = '''<robot name="gripper"><link name="base"/>''' + link_xml("palm", 1.0, 0.2, 0.01) + '''
+      <link name="finger1"/><link name="finger2"/>
+      <joint name="wrist" type="revolute"><parent link="base"/><child link="palm"/><axis xyz="0 0 1"/>
+        <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+      <joint name="grip" type="prismatic"><parent link="palm"/><child link="finger1"/><axis xyz="0 1 0"/>
+        <limit lower="0" upper="0.04" effort="1" velocity="1"/></joint>
+      <joint name="grip_mirror" type="prismatic"><parent link="palm"/><child link="finger2"/><axis xyz="0 -1 0"/>
+        <limit lower="0" upper="0.04" effort="1" velocity="1"/><mimic joint="grip"/></joint>
+    </robot>'''
+    model = core.load_urdf(xml)
+    assert model.has_mimic and model.joint_names == ("wrist", "grip")
+    for q in (np.array([0.1, 0.02]), np.full((3, 2), 0.01)):
+        with pytest.raises(ValueError, match="joint 'grip' is singular"):
+            core.aba(model, q, np.ones_like(q), np.zeros_like(q))
+        with pytest.raises(ValueError, match="joint 'grip' is singular"):
+            core.aba_time_derivatives(model, q, np.ones_like(q), [np.zeros_like(q)])
+
+
 def test_massless_leaf_on_fixed_joint_is_fine() -> None:
     """The same empty link welded on: merged away, aba is defined and inverts rnea."""
     xml = '''<robot name="ok"><link name="base"/>''' + link_xml("arm", 1.0, 0.2, 0.01) + '''

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..checks import Batch
 from ..model import Model
-from ..reference.hybrid import SINGULAR_TOL, _cho_solve
+from ..reference.hybrid import SINGULAR_TOL, _cho_solve, cholesky_of_free
 from ..reference.kinematics import gravity_acceleration, join, joint_transforms, split, velocities
 from ..reference.mass_matrix import mass_matrix
 from ..spatial import ad, ad_star
@@ -257,7 +257,8 @@ def _aba_time_derivatives_dense(model: Model, batch: Batch, m: Motion, tau_deriv
     h^(k) is the order-k inverse dynamics with the unknown v^(k+1) set to zero (tau^(k) is affine
     in v^(k+1) with the coefficient M).
     """
-    L = np.linalg.cholesky(mass_matrix(model, batch.q))  # M does not depend on the base pose
+    # M does not depend on the base pose
+    L = cholesky_of_free(model, mass_matrix(model, batch.q), np.ones(model.nv, bool))
     zero = np.zeros((batch.q.shape[0], model.nv))
     out = []
     for k, tau_k in enumerate(tau_derivs):

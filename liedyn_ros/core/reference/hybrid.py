@@ -115,6 +115,22 @@ def _cho_solve(L: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.linalg.solve(np.swapaxes(L, -1, -2), z)[..., 0]
 
 
+def cholesky_of_free(model: Model, Mff: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Cholesky factors of M_ff (B, k, k), the mass matrix over the free coordinates `free` (nv,).
+
+    A singular M_ff raises ValueError naming the free coordinate with the smallest diagonal
+    entry, the one that moves no mass, as the recursion does.
+    """
+    try:
+        return np.linalg.cholesky(Mff)
+    except np.linalg.LinAlgError:
+        k = np.flatnonzero(free)[np.argmin(np.diagonal(Mff, axis1=1, axis2=2).min(0))]
+        base = model.nv - model.n
+        joint = "the floating base" if k < base else f"joint {model.joint_names[k - base]!r}"
+        raise ValueError(f"model: articulated inertia about {joint} is singular (a massless subtree on a "
+                         "moving joint); forward dynamics is undefined") from None
+
+
 def _hybrid_dense(model: Model, batch: Batch, v: np.ndarray, u: np.ndarray, prescribed: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Hybrid dynamics from M and the bias forces, for what the recursion cannot split.
@@ -130,7 +146,7 @@ def _hybrid_dense(model: Model, batch: Batch, v: np.ndarray, u: np.ndarray, pres
     rhs = u[:, f] - b[:, f] - np.einsum("bij,bj->bi", M[:, f][:, :, p], u[:, p])
     Mff = M[:, f][:, :, f]
     if Mff.shape[-1]:
-        a[:, f] = _cho_solve(np.linalg.cholesky(Mff), rhs)
+        a[:, f] = _cho_solve(cholesky_of_free(model, Mff, f), rhs)
     tau = np.where(p, np.einsum("bij,bj->bi", M, a) + b, u)
     return tau, a
 
