@@ -164,11 +164,13 @@ class DynamicsNode(Node):
             return
         logger = self.get_logger()
         self._pipeline = DynamicsPipeline(model, config, log=lambda text: logger.warning(text))
+        logger.info("preparing the compiled dynamics (a minute on the first run after an install)")
+        seconds = self._pipeline.prepare_kernels()
         self._factory = factory
         self._description = description
         kind = "floating" if model.floating_base else "fixed"
         self._model_status = f"{model.n} joints, {kind} base, root link {model.root_link}"
-        logger.info(f"dynamics model ready: {self._model_status}, joints {list(model.joint_names)}")
+        logger.info(f"dynamics model ready in {seconds:.1f} s: {self._model_status}, joints {list(model.joint_names)}")
 
     def _validate_parameters(self, params: list[Parameter]) -> SetParametersResult:
         """Reject bad values before they are set; accepted ones rebuild the pipeline."""

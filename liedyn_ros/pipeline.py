@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from liedyn_ros import core
+from liedyn_ros.core import SingularInertiaError
 
 FloatArray = NDArray[np.float64]
 Logger = Callable[[str], None]
@@ -627,6 +628,24 @@ def _predict_accelerations(
     return out
 
 
+def prepare_kernels(model: Any, *, batch: bool = False) -> float:
+    """Run a robot at rest through compute_outputs, so that numba builds the compiled kernels (or
+    loads them from its cache) now rather than on the first real sample; returns the seconds taken.
+
+    The node's single samples and the replay's blocks (``batch=True``) use different kernels. The
+    first run after an install compiles for about a minute on a 2-core machine; later runs load
+    the cache in under a second. A model whose forward dynamics is undefined (a massless link on
+    a moving joint) raises SingularInertiaError here, after rnea and gravity are built.
+    """
+    start = time.perf_counter()
+    lead = (1,) if batch else ()
+    q, tau = np.zeros(lead + (model.n,)), np.zeros(lead + (model.n,))
+    v = np.zeros(lead + (model.nv,))
+    pose = np.broadcast_to(np.eye(4), lead + (4, 4)).copy() if model.floating_base else None
+    compute_outputs(model, q, v, v, tau, pose)
+    return time.perf_counter() - start
+
+
 # --------------------------------------------------------------------------------------
 # The streaming pipeline (one message at a time, as the node receives them)
 # --------------------------------------------------------------------------------------
@@ -707,6 +726,9 @@ class DynamicsPipeline:
         self._reference: Reference | None = None
         self._last_stamp_ns: int | None = None
         self._frame_warned = False
+        # Set when the model turns out to have no forward dynamics (a massless link on a moving
+        # joint): the torques go on, the predicted accelerations stop.
+        self._no_forward_dynamics = False
         n_base = 6 if self._floating else 0
         # Inputs the core only reads, made once. (Writable: the core's single-sample fast path
         # refuses read-only arrays.)
@@ -799,13 +821,37 @@ class DynamicsPipeline:
                 return state
             a, ff_state = state
         try:
-            outputs = compute_outputs(
-                self.model, sample.q, v, a, sample.effort, pose, ff_state=ff_state
-            )
+            outputs = self._compute(sample, v, a, pose, ff_state)
         except ValueError as exc:
             self._warner.warn("compute_error", f"dynamics rejected the sample: {exc}")
             return SkipReason.COMPUTE_ERROR
         return PipelineOutput(sample.stamp_ns, sample.frame_id, self.base_frame, sample, outputs)
+
+    def _compute(
+        self, sample: JointSample, v: FloatArray, a: FloatArray, pose: FloatArray | None,
+        ff_state: tuple[FloatArray, FloatArray] | None,
+    ) -> DynamicsOutputs:
+        """compute_outputs; a model without forward dynamics keeps its torques, not its predictions."""
+        if not self._no_forward_dynamics:
+            try:
+                return compute_outputs(self.model, sample.q, v, a, sample.effort, pose, ff_state=ff_state)
+            except SingularInertiaError as exc:  # a property of the model, not of the sample
+                self._forget_forward_dynamics(exc)
+        return compute_outputs(self.model, sample.q, v, a, None, pose, ff_state=ff_state)
+
+    def _forget_forward_dynamics(self, exc: SingularInertiaError) -> None:
+        self._no_forward_dynamics = True
+        self._log(f"no predicted accelerations for this model: {exc}")
+
+    def prepare_kernels(self) -> float:
+        """prepare_kernels for the node's single samples; returns the seconds it took. A model
+        without forward dynamics is found here, logged once, and gives torques only."""
+        start = time.perf_counter()
+        try:
+            prepare_kernels(self.model)
+        except SingularInertiaError as exc:
+            self._forget_forward_dynamics(exc)
+        return time.perf_counter() - start
 
     def _reference_state(
         self, stamp_ns: int, v: FloatArray

@@ -34,6 +34,7 @@ from liedyn_ros.pipeline import (
     compute_outputs,
     estimate_accelerations,
     pair_odometry,
+    prepare_kernels,
 )
 from liedyn_ros.robot_data import robots_dir
 
@@ -297,6 +298,55 @@ def test_missing_effort_gives_no_prediction(arm: Any, make_js: MakeJS) -> None:
     assert out is not None and out.outputs.qdd_pred is None
     msgs = OutputMessageFactory(MessageClasses.from_typestore(TYPESTORE), arm, pipe.config).build(out)
     assert set(msgs) == {"feedforward_torque", "gravity_torque"}
+
+
+def massless_tip_urdf() -> str:
+    """A 2-joint arm whose second link has no inertial: rnea is defined, forward dynamics is not."""
+    inertial = ('<inertial><origin xyz="0.2 0 0"/><mass value="1"/>'
+                '<inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial>')
+    return (f'<robot name="tipless"><link name="base"/><link name="arm">{inertial}</link><link name="tip"/>'
+            '<joint name="j1" type="revolute"><parent link="base"/><child link="arm"/><axis xyz="0 1 0"/>'
+            '<limit lower="-3" upper="3" effort="9" velocity="9"/></joint>'
+            '<joint name="j2" type="revolute"><parent link="arm"/><child link="tip"/><origin xyz="0.4 0 0"/>'
+            '<axis xyz="0 1 0"/><limit lower="-3" upper="3" effort="9" velocity="9"/></joint></robot>')
+
+
+def test_a_model_without_forward_dynamics_keeps_its_torques(make_js: MakeJS) -> None:
+    """aba is undefined (massless tip on a moving joint): the pipeline says so once, at
+    prepare_kernels, and goes on publishing rnea and gravity without predictions."""
+    model = core.load_urdf(massless_tip_urdf())
+    with pytest.raises(core.SingularInertiaError, match="joint 'j2'"):
+        prepare_kernels(model, batch=True)
+    logs: list[str] = []
+    pipe = DynamicsPipeline(model, log=logs.append)
+    assert pipe.prepare_kernels() >= 0.0
+    assert len(logs) == 1 and "no predicted accelerations" in logs[0] and "'j2'" in logs[0]
+    for k in range(3):
+        q, qd = np.array([0.3, -0.2 * k]), np.array([0.5, 1.0])
+        out = pipe.on_joint_state(make_js(k, ["j1", "j2"], q, qd, [1.0, 0.0]))
+        assert out is not None and out.outputs.qdd_pred is None
+        np.testing.assert_allclose(out.outputs.tau_ff, core.rnea(model, q, qd, np.zeros(2)), atol=1e-12)
+        np.testing.assert_allclose(out.outputs.tau_g, core.gravity(model, q), atol=1e-12)
+    assert len(logs) == 1 and pipe.stats.published == 3 and not pipe.stats.skipped
+
+
+def test_first_sample_finds_a_model_without_forward_dynamics(make_js: MakeJS) -> None:
+    """Without prepare_kernels, the first sample with efforts finds the singular inertia itself."""
+    logs: list[str] = []
+    pipe = DynamicsPipeline(core.load_urdf(massless_tip_urdf()), log=logs.append)
+    out = pipe.on_joint_state(make_js(0, ["j1", "j2"], [0.1, 0.2], [0.0, 0.0], [1.0, 0.0]))
+    assert out is not None and out.outputs.qdd_pred is None and out.outputs.tau_g is not None
+    assert len(logs) == 1 and not pipe.stats.skipped
+
+
+@pytest.mark.parametrize("floating", [False, True])
+def test_prepare_kernels_runs_a_robot_at_rest(arm: Any, floating: bool) -> None:
+    """Fixed and floating bases (a base pose, single or batched) pass without an error or a log."""
+    model = core.load_urdf(str(ROBOTS / "solo_description/robots/solo12.urdf"), floating_base=True) if floating else arm
+    logs: list[str] = []
+    for batch in (False, True):
+        assert prepare_kernels(model, batch=batch) >= 0.0
+    assert DynamicsPipeline(model, log=logs.append).prepare_kernels() >= 0.0 and not logs
 
 
 def test_estimated_source_differentiates_jittered_velocities(arm: Any, arm_pin: Any, make_js: MakeJS) -> None:

@@ -42,12 +42,13 @@ from .derivatives import (
     rnea_derivatives,
     rnea_time_derivatives,
 )
-from .model import DEFAULT_GRAVITY, Model, URDFError, load_urdf
+from .model import DEFAULT_GRAVITY, Model, SingularInertiaError, URDFError, load_urdf
 
 __all__ = [
     "DEFAULT_GRAVITY",
     "Model",
     "URDFError",
+    "SingularInertiaError",
     "load_urdf",
     "rnea",
     "aba",

@@ -27,7 +27,7 @@ import numpy as np
 
 from .spatial import Ad_inv, rpy_to_matrix, spatial_inertia
 
-__all__ = ["Model", "URDFError", "load_urdf", "DEFAULT_GRAVITY"]
+__all__ = ["Model", "URDFError", "SingularInertiaError", "load_urdf", "DEFAULT_GRAVITY"]
 
 DEFAULT_GRAVITY = (0.0, 0.0, -9.81)
 _MOVING = ("revolute", "continuous", "prismatic")
@@ -35,6 +35,18 @@ _MOVING = ("revolute", "continuous", "prismatic")
 
 class URDFError(ValueError):
     """The URDF cannot be turned into a model (malformed, or a feature we do not support)."""
+
+
+class SingularInertiaError(ValueError):
+    """Forward dynamics is undefined: the articulated inertia about a moving joint is singular.
+
+    A massless subtree on a moving joint does this. rnea, gravity and the mass matrix stay
+    defined; aba, hybrid and their derivatives raise this error.
+    """
+
+    def __init__(self, joint: str) -> None:
+        super().__init__(f"model: articulated inertia about {joint} is singular (a massless subtree on a "
+                         "moving joint); forward dynamics is undefined")
 
 
 @dataclass(frozen=True, eq=False)

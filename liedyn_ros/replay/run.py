@@ -13,6 +13,7 @@ Data flow, one block of `chunk_size` joint samples at a time::
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,12 +118,13 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
     with BagSet([Path(p) for p in paths]) as bags:
         model = load_model(bags, options)
         topics = _topics(bags, model, options)
+        predict = _prepare_kernels(model, options)
         config = pipeline.PipelineConfig(acceleration_source=pipeline.AccelerationSource.ZERO)
         stream = SampleStream(bags, model, topics, config)
         summary = ResidualSummary(tuple(model.joint_names))
         recorder = PlotRecorder(tuple(model.joint_names))
         with OutputWriter(options.out, model, config) as writer:
-            skipped_rows = _stream(stream, model, options, writer, summary, recorder)
+            skipped_rows = _stream(stream, model, options, writer, summary, recorder, predict)
         problems = bags.problems()
         skipped_types = bags.undecodable()
     files = [str(p) for p in recorder.save(options.out)] if options.plots else []
@@ -149,8 +151,22 @@ def _topics(bags: BagSet, model: Any, options: ReplayOptions) -> Topics:
     return Topics(options.joint_states_topic, odom, options.effort_topic, options.effort_joints)
 
 
+def _prepare_kernels(model: Any, options: ReplayOptions) -> bool:
+    """Build the compiled batch kernels before the progress bar starts; False when the model has
+    no forward dynamics (a massless link on a moving joint), which then gives no predictions."""
+    if options.progress:
+        print("liedyn-replay: preparing the compiled dynamics (a minute on the first run after an install)",
+              file=sys.stderr)
+    try:
+        pipeline.prepare_kernels(model, batch=True)
+    except core.SingularInertiaError as err:
+        print(f"liedyn-replay: no predicted accelerations: {err}", file=sys.stderr)
+        return False
+    return True
+
+
 def _stream(stream: SampleStream, model: Any, options: ReplayOptions, writer: OutputWriter,
-            summary: ResidualSummary, recorder: PlotRecorder) -> int:
+            summary: ResidualSummary, recorder: PlotRecorder, predict: bool) -> int:
     """Runs every block through the dynamics; returns the rows without an acceleration."""
     differentiator = StreamingDifferentiator(options.savgol)
     progress = _progress_bar(stream, options)
@@ -163,7 +179,7 @@ def _stream(stream: SampleStream, model: Any, options: ReplayOptions, writer: Ou
             dropped += int((~ok).sum())
             block, accel = block.slice_rows(ok), accel[ok]
         if len(block):
-            _process_block(block, accel, model, options, writer, summary, recorder)
+            _process_block(block, accel, model, options, writer, summary, recorder, predict)
 
     try:
         for block in stream.blocks(options.chunk_size, progress):
@@ -178,9 +194,10 @@ def _stream(stream: SampleStream, model: Any, options: ReplayOptions, writer: Ou
 
 
 def _process_block(block: SampleBlock, accel_est: NDArray[np.float64], model: Any, options: ReplayOptions,
-                   writer: OutputWriter, summary: ResidualSummary, recorder: PlotRecorder) -> None:
+                   writer: OutputWriter, summary: ResidualSummary, recorder: PlotRecorder, predict: bool) -> None:
     a = accel_est if options.acceleration_source == "estimated" else np.zeros_like(accel_est)
-    outputs = pipeline.compute_outputs(model, block.q, block.v, a, block.effort, block.base_pose)
+    outputs = pipeline.compute_outputs(model, block.q, block.v, a, block.effort if predict else None,
+                                       block.base_pose)
     writer.write(block, outputs, accel_est)
     joint_est = accel_est[:, -model.n :]
     summary.add(block.effort, outputs.tau_ff, outputs.qdd_pred, joint_est)

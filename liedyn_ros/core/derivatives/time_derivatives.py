@@ -30,7 +30,7 @@ from math import comb
 import numpy as np
 
 from ..checks import Batch
-from ..model import Model
+from ..model import Model, SingularInertiaError
 from ..reference.hybrid import SINGULAR_TOL, _cho_solve, cholesky_of_free
 from ..reference.kinematics import gravity_acceleration, join, joint_transforms, split, velocities
 from ..reference.mass_matrix import mass_matrix
@@ -187,8 +187,7 @@ def articulated_inertias(model: Model, X: np.ndarray) -> ArticulatedInertia:
         JS = J_hat[:, i] @ model.S[i]
         D = JS @ model.S[i]
         if np.any(D <= SINGULAR_TOL * scale):
-            raise ValueError(f"model: articulated inertia about joint {model.body_joints[i]!r} is singular "
-                             "(a massless subtree on a moving joint); forward dynamics is undefined")
+            raise SingularInertiaError(f"joint {model.body_joints[i]!r}")
         Psi[:, i] = 1.0 / D
         Pi = J_hat[:, i] - np.einsum("bi,bj->bij", JS, JS) * Psi[:, i, None, None]
         Pi_p = np.swapaxes(X[:, i], -1, -2) @ Pi @ X[:, i]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..checks import Batch, prepare
-from ..model import Model
+from ..model import Model, SingularInertiaError
 from ..spatial import ad_star
 from .kinematics import bias_accelerations, gravity_acceleration, join, joint_transforms, split, velocities
 from .mass_matrix import mass_matrix
@@ -66,8 +66,7 @@ def _hybrid_recursive(model: Model, batch: Batch, v: np.ndarray, u: np.ndarray, 
         else:
             D = JS @ S[i]
             if np.any(D <= SINGULAR_TOL * scale):
-                raise ValueError(f"model: articulated inertia about joint {model.body_joints[i]!r} is singular "
-                                 "(a massless subtree on a moving joint); forward dynamics is undefined")
+                raise SingularInertiaError(f"joint {model.body_joints[i]!r}")
             Psi[:, i] = 1.0 / D
             Pi = J_hat[:, i] - np.einsum("bi,bj->bij", JS, JS) * Psi[:, i, None, None]
             u_i = u_body[:, i] - np.einsum("bi,bi->b", JS, eta[:, i]) - b_hat[:, i] @ S[i]
@@ -118,7 +117,7 @@ def _cho_solve(L: np.ndarray, y: np.ndarray) -> np.ndarray:
 def cholesky_of_free(model: Model, Mff: np.ndarray, free: np.ndarray) -> np.ndarray:
     """Cholesky factors of M_ff (B, k, k), the mass matrix over the free coordinates `free` (nv,).
 
-    A singular M_ff raises ValueError naming the free coordinate with the smallest diagonal
+    A singular M_ff raises SingularInertiaError naming the free coordinate with the smallest diagonal
     entry, the one that moves no mass, as the recursion does.
     """
     try:
@@ -127,8 +126,7 @@ def cholesky_of_free(model: Model, Mff: np.ndarray, free: np.ndarray) -> np.ndar
         k = np.flatnonzero(free)[np.argmin(np.diagonal(Mff, axis1=1, axis2=2).min(0))]
         base = model.nv - model.n
         joint = "the floating base" if k < base else f"joint {model.joint_names[k - base]!r}"
-        raise ValueError(f"model: articulated inertia about {joint} is singular (a massless subtree on a "
-                         "moving joint); forward dynamics is undefined") from None
+        raise SingularInertiaError(joint) from None
 
 
 def _hybrid_dense(model: Model, batch: Batch, v: np.ndarray, u: np.ndarray, prescribed: np.ndarray
