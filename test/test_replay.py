@@ -303,3 +303,35 @@ def test_cli_errors_and_parallel_jobs(tmp_path, model, capsys):
         summary = json.loads((tmp_path / "par" / name / "summary.json").read_text())
         assert summary["processed"] == len(sc["stamps"]) - 1
     assert printed.count("tau res RMS") == 2
+
+
+def test_model_without_forward_dynamics_replays_torques_only(tmp_path, model, pin_model, capsys):
+    """The UR5 with its wrist_3 link and tool frames massless: aba is undefined, so the replay says
+    why once and writes feedforward and gravity (equal to Pinocchio's) without predictions."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(ur5_urdf().read_text())
+    emptied = []
+    for link in root.iter("link"):
+        if link.get("name") in ("wrist_3_link", "ee_link", "tool0"):
+            emptied += [link.get("name")] * len(link.findall("inertial"))
+            for inertial in link.findall("inertial"):
+                link.remove(inertial)
+    assert "wrist_3_link" in emptied
+    urdf = tmp_path / "ur5_massless_wrist.urdf"
+    urdf.write_text(ET.tostring(root, encoding="unicode"))
+    sc = scenario(model, duration=0.5)
+    bag = write_bag(tmp_path / "in", "mcap", sc)
+    out = tmp_path / "out"
+    report = replay([bag], ReplayOptions(out=out, urdf=urdf, progress=False, plots=False))
+    assert "no predicted accelerations" in capsys.readouterr().err
+    assert report.processed == len(sc["stamps"]) - 1
+    outputs = read_outputs(out)
+    assert set(outputs) == {"/liedyn/feedforward_torque", "/liedyn/gravity_torque"}
+    # The massless wrist changes no torque of the joints before it, and its own is zero.
+    keep = np.arange(len(sc["stamps"])) != NAN_INDEX
+    light = core.load_urdf(str(urdf))
+    grav = np.array([r[3] for r in outputs["/liedyn/gravity_torque"]])
+    expected = np.array([core.gravity(light, q) for q in sc["q"][keep]])
+    np.testing.assert_allclose(grav, expected, atol=1e-9)
+    assert np.abs(grav[:, -1]).max() < 1e-12

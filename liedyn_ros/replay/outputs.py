@@ -192,6 +192,8 @@ class OutputWriter:
         series = self._series(block, outputs)
         assert self._writer is not None
         for ch in self.channels:
+            if ch.name not in series:  # an output the model cannot give (no forward dynamics)
+                continue
             values, rows = series[ch.name]
             if not len(rows):
                 continue
