@@ -23,7 +23,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-import liedyn_ros.pipeline as pipeline
+import liedyn_ros.pipeline.compute as compute_stage
 from liedyn_ros import core
 from liedyn_ros.pipeline import (
     DynamicsPipeline,
@@ -185,8 +185,8 @@ def reference_trajectory(model: Any) -> Any:
 
 
 class CoreRecorder:
-    """Stands in for ``liedyn_ros.core`` in the pipeline module: forwards every call and keeps
-    it, so that the core's share can be timed on exactly the calls the pipeline makes."""
+    """Stands in for ``liedyn_ros.core`` in the pipeline's compute stage: forwards every call
+    and keeps it, so that the core's share can be timed on exactly the calls the pipeline makes."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
@@ -247,8 +247,8 @@ def time_case(model: Any, source: str, inputs: Inputs, classes: MessageClasses, 
 def time_core_calls(model: Any, config: PipelineConfig, inputs: Inputs, repeats: int) -> float:
     """Median per-sample time of the pipeline's core calls replayed on their own."""
     recorder = CoreRecorder()
-    real = pipeline.core
-    pipeline.core = recorder  # type: ignore[assignment]
+    real = compute_stage.core
+    compute_stage.core = recorder  # type: ignore[assignment]
     try:
         pipe = DynamicsPipeline(model, config)
         pipe.on_reference(reference_trajectory(model))
@@ -260,7 +260,7 @@ def time_core_calls(model: Any, config: PipelineConfig, inputs: Inputs, repeats:
             if pipe.on_joint_state(msg) is not None:
                 per_sample_calls.append([c for c in recorder.calls if c[0] is not core.pose_from_position_quaternion])
     finally:
-        pipeline.core = real
+        compute_stage.core = real
     per_sample_calls = per_sample_calls[WARMUP:]
     clock, medians = time.perf_counter, []
     for _ in range(repeats):

@@ -35,5 +35,5 @@ if [ "${#MODULES[@]}" -eq 0 ]; then
     echo "typecheck: no module imports rclpy; expected at least liedyn_ros/dynamics_node.py" >&2
     exit 1
 fi
-echo "typecheck: mypy on ${MODULES[*]} liedyn_ros/pipeline.py"
-MYPYPATH="$STUBS" "$PY" -m mypy --config-file "$STUBS/mypy.ini" "${MODULES[@]}" liedyn_ros/pipeline.py
+echo "typecheck: mypy on ${MODULES[*]} liedyn_ros/pipeline/"
+MYPYPATH="$STUBS" "$PY" -m mypy --config-file "$STUBS/mypy.ini" "${MODULES[@]}" liedyn_ros/pipeline/

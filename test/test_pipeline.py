@@ -498,7 +498,7 @@ def test_core_rejection_is_a_counted_skip_not_a_crash(arm: Any) -> None:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise ValueError("q: out of this world")
 
-    import liedyn_ros.pipeline as pipeline_module
+    import liedyn_ros.pipeline.compute as pipeline_module
     original = pipeline_module.core
     pipeline_module.core = SimpleNamespace(rnea=refuse, gravity=refuse, aba=refuse)  # type: ignore[assignment]
     try:

@@ -1,0 +1,265 @@
+"""The streaming pipeline: one message at a time, as the node receives them."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+
+from liedyn_ros.core import SingularInertiaError
+from liedyn_ros.pipeline.compute import DynamicsOutputs, compute_outputs, prepare_kernels
+from liedyn_ros.pipeline.config import (
+    NS_PER_S, AccelerationSource, FloatArray, Logger, PipelineConfig, SkipReason,
+)
+from liedyn_ros.pipeline.decode import JointSample, JointStateDecoder, stamp_to_ns
+from liedyn_ros.pipeline.estimate import AccelerationEstimator
+from liedyn_ros.pipeline.pair import BaseState, Reference, decode_odometry, decode_reference, pair_odometry
+
+
+class PipelineOutput(NamedTuple):
+    """Everything needed to publish one JointState's outputs."""
+
+    stamp_ns: int
+    frame_id: str
+    base_frame: str
+    sample: JointSample
+    outputs: DynamicsOutputs
+
+
+@dataclass
+class PipelineStats:
+    """Counters for diagnostics."""
+
+    received: int = 0
+    published: int = 0
+    skipped: dict[SkipReason, int] = field(default_factory=dict)
+    last_compute_s: float = 0.0
+    total_compute_s: float = 0.0
+
+    @property
+    def mean_compute_s(self) -> float:
+        return self.total_compute_s / self.published if self.published else 0.0
+
+
+class RateLimitedWarner:
+    """At most one warning per key per ``period`` seconds, reporting how many were held back."""
+
+    def __init__(self, log: Logger, period: float, clock: Callable[[], float] = time.monotonic):
+        self._log, self._period, self._clock = log, period, clock
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def warn(self, key: str, text: str) -> None:
+        now = self._clock()
+        last = self._last.get(key)
+        if last is not None and now - last < self._period:
+            self._held[key] = self._held.get(key, 0) + 1
+            return
+        held = self._held.pop(key, 0)
+        suffix = f" ({held} more since the last warning)" if held else ""
+        self._last[key] = now
+        self._log(text + suffix)
+
+
+class DynamicsPipeline:
+    """JointState (+ Odometry, + reference JointTrajectory) -> :class:`PipelineOutput`.
+
+    ``on_joint_state`` returns None for a skipped sample, after counting the reason in
+    ``stats.skipped`` and emitting a rate-limited warning through ``log``.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        config: PipelineConfig | None = None,
+        *,
+        log: Logger = lambda text: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.model = model
+        self.config = config or PipelineConfig()
+        self.decoder = JointStateDecoder(model)
+        self.stats = PipelineStats()
+        self.base_frame = self.config.base_link or str(model.root_link)
+        self._log = log
+        self._warner = RateLimitedWarner(log, self.config.warn_period, clock)
+        self._estimator = AccelerationEstimator(
+            self.config.estimator_window, self.config.estimator_min_samples
+        )
+        self._floating = bool(model.floating_base)
+        self._odom: BaseState | None = None
+        self._reference: Reference | None = None
+        self._last_stamp_ns: int | None = None
+        self._frame_warned = False
+        # Set when the model turns out to have no forward dynamics (a massless link on a moving
+        # joint): the torques go on, the predicted accelerations stop.
+        self._no_forward_dynamics = False
+        n_base = 6 if self._floating else 0
+        # Inputs the core only reads, made once. (Writable: the core's single-sample fast path
+        # refuses read-only arrays.)
+        self._zero_acceleration = np.zeros(n_base + len(self.decoder.joint_names))
+        # Reference source: a = [0 ; qdd_ref] and v_ff = [measured base twist ; qd_ref], set
+        # when a trajectory arrives; per sample only v_ff's base part changes.
+        self._reference_a = self._zero_acceleration
+        self._reference_v = self._zero_acceleration.copy()
+
+    # -- inputs -----------------------------------------------------------------------
+
+    def on_odometry(self, msg: Any) -> SkipReason | None:
+        """Store the latest odometry; returns the skip reason for a rejected message."""
+        state = decode_odometry(msg)
+        if isinstance(state, SkipReason):
+            self._skip(state, "odometry rejected: non-finite values or a non-unit quaternion")
+            return state
+        if state.child_frame_id != self.base_frame and not self._frame_warned:
+            # Warn once: a mismatch usually means the twist is expressed in another frame.
+            self._frame_warned = True
+            self._log(
+                f"odometry child_frame_id '{state.child_frame_id}' differs from the base link "
+                f"'{self.base_frame}'; the twist is used as if expressed in '{self.base_frame}'"
+            )
+        self._odom = state
+        return None
+
+    def on_reference(self, msg: Any) -> SkipReason | None:
+        """Store the first point of a JointTrajectory for the ``reference`` source."""
+        stamp = stamp_to_ns(msg.header.stamp)
+        # A zero stamp means "now" in trajectory_msgs; date it by the latest joint state.
+        if stamp == 0:
+            stamp = self._last_stamp_ns or 0
+        reference = decode_reference(msg, self.decoder, stamp)
+        if isinstance(reference, SkipReason):
+            self._skip(
+                reference, "reference trajectory rejected: no points, NaN, a length mismatch "
+                f"or missing joints (need {list(self.decoder.joint_names)})"
+            )
+            return reference
+        self._reference = reference
+        n_base = 6 if self._floating else 0
+        # The reference has no base motion: zero base acceleration (the base twist is the
+        # measured one, copied in per sample).
+        self._reference_a = np.concatenate((np.zeros(n_base), reference.qdd))
+        self._reference_v = np.concatenate((np.zeros(n_base), reference.qd))
+        return None
+
+    def on_joint_state(self, msg: Any) -> PipelineOutput | None:
+        """Process one JointState; None when the sample is skipped."""
+        stats = self.stats
+        stats.received += 1
+        sample = self.decoder.decode(msg)
+        if isinstance(sample, SkipReason):
+            self._skip_sample(sample, msg)
+            return None
+        self._last_stamp_ns = sample.stamp_ns
+        started = time.perf_counter()
+        result = self._process(sample)
+        if isinstance(result, SkipReason):
+            self._skip_sample(result, msg)
+            return None
+        elapsed = time.perf_counter() - started
+        stats.published += 1
+        stats.last_compute_s = elapsed
+        stats.total_compute_s += elapsed
+        return result
+
+    # -- processing ---------------------------------------------------------------------
+
+    def _process(self, sample: JointSample) -> PipelineOutput | SkipReason:
+        pose = None
+        v = sample.qd
+        if self._floating:
+            base = pair_odometry(sample.stamp_ns, self._odom, self.config.odom_max_age)
+            if isinstance(base, SkipReason):
+                return base
+            pose = base.pose
+            v = np.concatenate((base.twist, sample.qd))
+        a, ff_state = self._zero_acceleration, None
+        source = self.config.acceleration_source
+        if source is AccelerationSource.ESTIMATED:
+            estimate = self._estimator.update(sample.stamp_ns, v)
+            if estimate is None:
+                return SkipReason.ESTIMATOR_WARMUP
+            a = estimate
+        elif source is AccelerationSource.REFERENCE:
+            state = self._reference_state(sample.stamp_ns, v)
+            if isinstance(state, SkipReason):
+                return state
+            a, ff_state = state
+        try:
+            outputs = self._compute(sample, v, a, pose, ff_state)
+        except ValueError as exc:
+            self._warner.warn("compute_error", f"dynamics rejected the sample: {exc}")
+            return SkipReason.COMPUTE_ERROR
+        return PipelineOutput(sample.stamp_ns, sample.frame_id, self.base_frame, sample, outputs)
+
+    def _compute(
+        self, sample: JointSample, v: FloatArray, a: FloatArray, pose: FloatArray | None,
+        ff_state: tuple[FloatArray, FloatArray] | None,
+    ) -> DynamicsOutputs:
+        """compute_outputs; a model without forward dynamics keeps its torques, not its predictions."""
+        if not self._no_forward_dynamics:
+            try:
+                return compute_outputs(self.model, sample.q, v, a, sample.effort, pose, ff_state=ff_state)
+            except SingularInertiaError as exc:  # a property of the model, not of the sample
+                self._forget_forward_dynamics(exc)
+        return compute_outputs(self.model, sample.q, v, a, None, pose, ff_state=ff_state)
+
+    def _forget_forward_dynamics(self, exc: SingularInertiaError) -> None:
+        self._no_forward_dynamics = True
+        self._log(f"no predicted accelerations for this model: {exc}")
+
+    def prepare_kernels(self) -> float:
+        """prepare_kernels for the node's single samples; returns the seconds it took. A model
+        without forward dynamics is found here, logged once, and gives torques only."""
+        start = time.perf_counter()
+        try:
+            prepare_kernels(self.model)
+        except SingularInertiaError as exc:
+            self._forget_forward_dynamics(exc)
+        return time.perf_counter() - start
+
+    def _reference_state(
+        self, stamp_ns: int, v: FloatArray
+    ) -> tuple[FloatArray, tuple[FloatArray, FloatArray]] | SkipReason:
+        """(a, (q_ff, v_ff)) of the computed-torque feedforward at the latest reference."""
+        ref = self._reference
+        if ref is None:
+            return SkipReason.NO_REFERENCE
+        max_age = self.config.reference_max_age
+        if max_age > 0 and stamp_ns - ref.stamp_ns > max_age * NS_PER_S:
+            return SkipReason.STALE_REFERENCE
+        v_ff = self._reference_v
+        if self._floating:
+            v_ff[:6] = v[:6]  # the measured base twist
+        return self._reference_a, (ref.q, v_ff)
+
+    # -- bookkeeping --------------------------------------------------------------------
+
+    def _skip(self, reason: SkipReason, text: str) -> None:
+        self.stats.skipped[reason] = self.stats.skipped.get(reason, 0) + 1
+        self._warner.warn(reason.value, f"skipped ({reason.value}): {text}")
+
+    def _skip_sample(self, reason: SkipReason, msg: Any) -> None:
+        self._skip(reason, self._explain(reason, msg))
+
+    def _explain(self, reason: SkipReason, msg: Any) -> str:
+        if reason is SkipReason.MISSING_JOINT:
+            return f"joint state lacks model joints {self.decoder.missing_joints(msg.name)}"
+        texts = {
+            SkipReason.DUPLICATE_JOINT: "a joint name appears twice in the joint state",
+            SkipReason.LENGTH_MISMATCH: "position/velocity/effort lengths differ from name",
+            SkipReason.MISSING_VELOCITY: "joint state has no velocities",
+            SkipReason.NAN: "non-finite position, velocity or effort for a model joint",
+            SkipReason.NO_ODOMETRY: "floating base and no odometry received yet",
+            SkipReason.STALE_ODOMETRY: (
+                f"latest odometry is more than odom_max_age={self.config.odom_max_age} s "
+                "from the joint state stamp"
+            ),
+            SkipReason.ESTIMATOR_WARMUP: "acceleration estimator is collecting samples",
+            SkipReason.NO_REFERENCE: "acceleration_source=reference and no trajectory yet",
+            SkipReason.STALE_REFERENCE: (
+                f"reference is older than reference_max_age={self.config.reference_max_age} s"
+            ),
+        }
+        return texts.get(reason, reason.value)
