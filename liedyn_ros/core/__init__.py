@@ -34,6 +34,18 @@ from .base import (
     to_pinocchio,
     velocity_from_twist,
 )
+from .constraints import (
+    ConstraintSet,
+    Contact,
+    LoopClosure,
+    constrained_aba,
+    constrained_hybrid,
+    constrained_rnea,
+    constraint_bias,
+    constraint_jacobian,
+    constraint_set,
+    contact_wrench_checks,
+)
 from .dynamics import aba, coriolis_matrix, gravity, hybrid, mass_matrix, rnea
 from .derivatives import (
     aba_derivatives,
@@ -61,6 +73,16 @@ __all__ = [
     "hybrid_derivatives",
     "rnea_time_derivatives",
     "aba_time_derivatives",
+    "Contact",
+    "LoopClosure",
+    "ConstraintSet",
+    "constraint_set",
+    "constraint_jacobian",
+    "constraint_bias",
+    "constrained_aba",
+    "constrained_rnea",
+    "constrained_hybrid",
+    "contact_wrench_checks",
     "pose_from_position_quaternion",
     "position_quaternion_from_pose",
     "velocity_from_twist",

@@ -1,0 +1,28 @@
+"""Constrained dynamics (Kim 2012, section 3): contacts and closed loops.
+
+One module per stage: description (Contact, LoopClosure, ConstraintSet), jacobian (A, c),
+forward (constrained_aba), inverse (constrained_rnea), hybrid (constrained_hybrid), wrenches
+(friction-cone and pushing checks of contact forces).
+"""
+from __future__ import annotations
+
+from .description import ConstraintSet, Contact, LoopClosure, constraint_set
+from .forward import constrained_aba
+from .hybrid import constrained_hybrid
+from .inverse import constrained_rnea
+from .jacobian import constraint_bias, constraint_jacobian
+from .wrenches import ContactCheck, contact_wrench_checks
+
+__all__ = [
+    "Contact",
+    "LoopClosure",
+    "ConstraintSet",
+    "constraint_set",
+    "constraint_jacobian",
+    "constraint_bias",
+    "constrained_aba",
+    "constrained_rnea",
+    "constrained_hybrid",
+    "ContactCheck",
+    "contact_wrench_checks",
+]

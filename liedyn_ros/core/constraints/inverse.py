@@ -1,0 +1,105 @@
+"""Inverse dynamics of a constrained system (Kim 2012, section 3.1, eqs. 56-66)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dynamics import rnea
+from ..model import Model
+from .state import RANK_RTOL, setup
+
+__all__ = ["constrained_rnea", "passive_mask"]
+
+SOLUTIONS = ("min_torque", "min_force", "unique")
+# |A_p^T lam - tau_pr| beyond this fraction of max(1, |tau_pr|) means no constraint force balances the
+# passive coordinates: the acceleration is not one the constraints allow.
+BALANCE_RTOL = 1e-8
+
+
+def passive_mask(model: Model, passive) -> np.ndarray:
+    """Boolean (nv,): the floating base's six coordinates and the joints named in `passive`."""
+    mask = np.zeros(model.nv, dtype=bool)
+    base = model.nv - model.n
+    mask[:base] = True
+    names = [passive] if isinstance(passive, str) else list(passive or ())
+    for name in names:
+        if name not in model.joint_names:
+            raise ValueError(f"passive: unknown joint {name!r} (the model's joints: {list(model.joint_names)})")
+        mask[base + model.joint_names.index(name)] = True
+    return mask
+
+
+def _weights(name: str, weights, size: int) -> np.ndarray:
+    if weights is None:
+        return np.ones(size)
+    w = np.asarray(weights, dtype=float)
+    if w.shape != (size,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
+        raise ValueError(f"weights: for solution={name!r} expected {size} positive numbers, got {weights!r}")
+    return w
+
+
+def constrained_rnea(model: Model, q, v, a, constraints, *, base_pose=None, passive=None,
+                     solution: str = "min_torque", weights=None, f_ext=None, active=None, tol: float = 1e-6
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """(tau, lam) with  M a + b = tau + A^T lam  and tau = 0 on the passive coordinates (Kim 3.1).
+
+    With tau_r = rnea(q, v, a) split into active (a) and passive (p) rows, lam must solve
+        A_p^T lam = tau_pr                                                         (57)
+    and then tau_a = tau_ar - A_a^T lam (58, 60). The solutions are lam_0 + N s with lam_0 the
+    least-norm one and N spanning the null space of A_p^T (59); `solution` picks
+        "min_torque"  least sum w_i tau_a,i^2 (weights per active coordinate; eqs. 62-64, 65-66)
+        "min_force"   least sum w_i lam_i^2 (weights per row of A; lam_0 when unweighted)
+        "unique"      demands m = n_p-like uniqueness (A_p^T without null space), else ValueError.
+    Ties are broken by the least-norm lam. For a legged robot with the base passive this is the
+    contact-consistent torque: the contacts, not a wrench on the base, carry the robot.
+
+    passive: names of unactuated joints (a floating base is always passive). a should satisfy
+    A a + c = 0; if no lam balances the passive rows (too few constraints for the motion) this
+    raises ValueError with the residual. Shapes: q (..., n), v, a (..., nv) -> tau (..., nv),
+    lam (..., m), what each constraint applies to the robot in its frame (zero when inactive).
+    """
+    if solution not in SOLUTIONS:
+        raise ValueError(f"solution: expected one of {SOLUTIONS}, got {solution!r}")
+    p = passive_mask(model, passive)
+    pb = setup(model, q, {"v": v, "a": a}, constraints, base_pose, active, tol)
+    B, A = pb.batch.q.shape[0], pb.terms.A
+    tau_r = rnea(model, q, v, a, base_pose=base_pose, f_ext=f_ext).reshape(B, model.nv)
+    G = np.swapaxes(A[:, :, p], -1, -2)  # A_p^T, (B, n_p, m)
+    U, s, Vt = np.linalg.svd(G, full_matrices=True)
+    r = s > RANK_RTOL * s.max(axis=-1, keepdims=True, initial=0.0)  # (B, min(n_p, m))
+    s_inv = np.where(r, 1.0 / np.where(r, s, 1.0), 0.0)
+    k = s.shape[-1]
+    lam = np.einsum("bki,bk,bjk,bj->bi", Vt[:, :k], s_inv, U[:, :, :k], tau_r[:, p])  # lam_0 = (A_p^T)^+ tau_pr
+    residual = np.abs(np.einsum("bij,bj->bi", G, lam) - tau_r[:, p]).max(axis=-1, initial=0.0)
+    scale = np.maximum(1.0, np.abs(tau_r[:, p]).max(axis=-1, initial=0.0))
+    if np.any(residual > BALANCE_RTOL * scale):
+        raise ValueError(f"constraints: no constraint force balances the passive coordinates (residual "
+                         f"{float(np.max(residual)):.3g}); the acceleration violates the constraints or they are "
+                         "too few for it")
+    # Projector onto the null space of A_p^T, over the active rows.
+    rank_rows = np.concatenate([r, np.zeros((B, A.shape[1] - k), dtype=bool)], -1)
+    Vr = np.where(rank_rows[:, :, None], Vt, 0.0)
+    N = np.eye(A.shape[1]) - np.swapaxes(Vr, -1, -2) @ Vr
+    N = N * (pb.rows[:, :, None] & pb.rows[:, None, :])
+    if solution == "unique":
+        free = np.einsum("bii->b", N)
+        if np.any(free > 0.5):
+            raise ValueError(f"solution: the constraint forces are not unique ({int(np.round(free.max()))} "
+                             "free directions: more constraints than passive coordinates, or a singular A_p); "
+                             "choose 'min_torque' or 'min_force'")
+    elif solution == "min_force" and weights is not None:
+        w = np.sqrt(_weights(solution, weights, A.shape[1]))
+        lam = lam - np.einsum("bij,bj->bi", N, _pinv_solve(w[:, None] * N, w * lam))
+    elif solution == "min_torque":
+        act = ~p
+        w = np.sqrt(_weights(solution, weights, int(act.sum())))
+        At = np.swapaxes(A[:, :, act], -1, -2)  # A_a^T, (B, n_a, m)
+        t0 = tau_r[:, act] - np.einsum("bij,bj->bi", At, lam)
+        lam = lam + np.einsum("bij,bj->bi", N, _pinv_solve(w[:, None] * (At @ N), w * t0))
+    tau = tau_r - np.einsum("bji,bj->bi", A, lam)
+    tau[:, p] = 0.0
+    return pb.restore(tau), pb.restore(lam)
+
+
+def _pinv_solve(K: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Least-norm least-squares x of K x = rhs, (B, r, c) and (B, r) -> (B, c)."""
+    return np.einsum("bij,bj->bi", np.linalg.pinv(K, rcond=RANK_RTOL), rhs)

@@ -1,0 +1,64 @@
+"""What the constrained algorithms share: validated inputs, the active rows, the state check."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..checks import Batch, prepare
+from ..model import Model
+from .description import ConstraintSet, constraint_set
+from .jacobian import ConstraintTerms, constraint_terms
+
+# Singular values of A M^-1 A^T (or A_p^T) below this fraction of the largest count as zero.
+RANK_RTOL = 1e-10
+
+
+@dataclass
+class Problem:
+    """One call's constraint set, flat batch, terms (inactive rows zeroed) and row mask (B, m)."""
+
+    cs: ConstraintSet
+    batch: Batch
+    terms: ConstraintTerms
+    rows: np.ndarray
+
+    def pose(self) -> np.ndarray | None:
+        """The batch's base poses for a further call on the flat batch, None for a fixed base."""
+        return self.batch.base_pose if self.cs.model.floating_base else None
+
+    def restore(self, x: np.ndarray) -> np.ndarray:
+        return self.batch.restore(x)
+
+
+def setup(model: Model, q, vectors: dict, constraints, base_pose, active, tol: float) -> Problem:
+    """Validate, evaluate A, c, A v and e, drop inactive rows, and refuse a state off the constraints.
+
+    tol bounds |A v| (m/s, rad/s) and the loop position error |e| (m, rad) of the active rows.
+    """
+    cs = constraint_set(model, constraints)
+    batch = prepare(model, q, vectors, base_pose=base_pose)
+    B = batch.q.shape[0]
+    mask = cs.row_mask(active)
+    try:
+        rows = np.broadcast_to(mask, batch.shape + (cs.m,)).reshape(B, cs.m)
+    except ValueError as exc:
+        raise ValueError(f"active: batch shape {mask.shape[:-1]} does not broadcast to {batch.shape}") from exc
+    terms = constraint_terms(cs, batch, batch.vectors[0])
+    terms.A = np.where(rows[..., None], terms.A, 0.0)
+    terms.c, terms.Av, terms.e = (np.where(rows, x, 0.0) for x in (terms.c, terms.Av, terms.e))
+    if not tol >= 0:
+        raise ValueError(f"tol: expected a non-negative number, got {tol!r}")
+    for what, x, unit in (("velocity (A v)", terms.Av, "m/s or rad/s"), ("position", terms.e, "m or rad")):
+        worst = np.abs(x).max(axis=0, initial=0.0)
+        if worst.max(initial=0.0) > tol:
+            r = int(np.argmax(worst))
+            k = int(np.searchsorted(cs.rows, r, side="right") - 1)
+            raise ValueError(f"constraints: the state violates the {cs.names[k]} by {worst[r]:.3g} {unit} in its "
+                             f"{what}, more than tol={tol:g}")
+    return Problem(cs, batch, terms, rows)
+
+
+def solve_psd(K: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """The least-norm solution of K x = rhs for symmetric positive semi-definite K (B, m, m)."""
+    return np.einsum("bij,bj->bi", np.linalg.pinv(K, rcond=RANK_RTOL, hermitian=True), rhs)

@@ -1,0 +1,49 @@
+"""Whether contact forces are physical: pushing, and inside a friction cone."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .description import ConstraintSet
+
+__all__ = ["ContactCheck", "contact_wrench_checks"]
+
+
+@dataclass
+class ContactCheck:
+    """One contact's force in its frame (z: the surface normal into the robot), shapes (...,).
+
+    normal f_z (> 0 pushes), tangential |(f_x, f_y)|, pushes (f_z >= 0), in_cone (|f_t| <= mu f_z),
+    and wrench: lam's entries of this contact, (..., 3) force or (..., 6) wrench (m, f).
+    """
+
+    name: str
+    wrench: np.ndarray
+    normal: np.ndarray
+    tangential: np.ndarray
+    pushes: np.ndarray
+    in_cone: np.ndarray
+
+
+def contact_wrench_checks(constraints: ConstraintSet, lam, friction: float, *, atol: float = 1e-9
+                          ) -> list[ContactCheck]:
+    """Per contact of `constraints` (a ConstraintSet; loop closures skipped): is lam (..., m) physical?
+
+    pushes:  f_z >= -atol;   in_cone: |f_xy| <= friction f_z + atol  (Coulomb, friction >= 0).
+    """
+    if not isinstance(constraints, ConstraintSet):
+        raise ValueError("constraints: expected the ConstraintSet the forces were computed with (constraint_set)")
+    if not friction >= 0:
+        raise ValueError(f"friction: expected a coefficient >= 0, got {friction!r}")
+    lam = np.asarray(lam, dtype=float)
+    if lam.ndim == 0 or lam.shape[-1] != constraints.m:
+        raise ValueError(f"lam: expected length {constraints.m} in the last dimension, got shape {lam.shape}")
+    out = []
+    for k in np.flatnonzero(constraints.is_contact):
+        w = lam[..., constraints.rows[k]:constraints.rows[k + 1]]
+        f = w[..., -3:]
+        normal, tangential = f[..., 2], np.hypot(f[..., 0], f[..., 1])
+        out.append(ContactCheck(constraints.names[k], w, normal, tangential, normal >= -atol,
+                                tangential <= friction * normal + atol))
+    return out

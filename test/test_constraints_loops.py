@@ -1,0 +1,290 @@
+"""Closed loops (planar four-bar and five-bar), identities between the constrained algorithms, errors.
+
+The loops are open trees cut at one revolute joint and closed by a point LoopClosure (in the
+plane two of its three rows are independent: A is rank-deficient by construction). Their
+closed-form geometry q = phi(theta) in the independent coordinates theta (circle intersections)
+gives the reduced dynamics  Phi^T (M (Phi thdd + dPhi) + b - tau) = 0  with Pinocchio's M and
+b, Phi = dphi/dtheta and dPhi = (d/dt Phi) thd by differences of phi, against which constrained
+forward dynamics is checked.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+import pytest
+from robots import advance, assert_close, kinetic_energy, link_pose, potential_energy, random_pose, rk4_step, twin, \
+    twin_from_xml
+
+from liedyn_ros import core
+
+
+def _link(name: str, length: float, mass: float) -> str:
+    I = mass * length ** 2 / 12
+    return (f'<link name="{name}"><inertial><origin xyz="{length / 2} 0 0"/><mass value="{mass}"/>'
+            f'<inertia ixx="1e-4" ixy="0" ixz="0" iyy="{I}" iyz="0" izz="{I}"/></inertial></link>')
+
+
+def _joint(name: str, parent: str, child: str, x: float) -> str:
+    return (f'<joint name="{name}" type="revolute"><parent link="{parent}"/><child link="{child}"/>'
+            f'<origin xyz="{x} 0 0"/><axis xyz="0 1 0"/><limit lower="-7" upper="7" effort="9" velocity="9"/></joint>')
+
+
+# Lengths: four-bar crank a, coupler b, rocker c, ground d; five-bar l1..l4, ground d5.
+A4, B4, C4, D4 = 0.3, 0.8, 0.6, 0.7
+L5, D5 = (0.4, 0.6, 0.55, 0.45), 0.5
+FOUR_BAR = ('<robot name="four_bar"><link name="ground"/>' + _link("crank", A4, 1.0) + _link("coupler", B4, 2.0)
+            + _link("rocker", C4, 1.5) + _joint("j1", "ground", "crank", 0.0) + _joint("j2", "crank", "coupler", A4)
+            + _joint("j4", "ground", "rocker", D4) + "</robot>")
+FIVE_BAR = ('<robot name="five_bar"><link name="ground"/>' + _link("l1", L5[0], 1.0) + _link("l2", L5[1], 1.2)
+            + _link("l4", L5[3], 0.9) + _link("l3", L5[2], 1.1) + _joint("j1", "ground", "l1", 0.0)
+            + _joint("j2", "l1", "l2", L5[0]) + _joint("j5", "ground", "l4", D5) + _joint("j4", "l4", "l3", L5[3])
+            + "</robot>")
+
+
+def _tip(length: float) -> np.ndarray:
+    T = np.eye(4)
+    T[0, 3] = length
+    return T
+
+
+LOOPS = {
+    "four_bar": (FOUR_BAR, [core.LoopClosure("coupler", "rocker", "point", _tip(B4), _tip(C4))], [0]),
+    "five_bar": (FIVE_BAR, [core.LoopClosure("l2", "l3", "point", _tip(L5[1]), _tip(L5[2]))], [0, 2]),
+}
+
+
+THETA = {"four_bar": np.array([0.9]), "five_bar": np.array([1.3, 1.9])}  # away from singular poses
+
+
+def _angle(d: np.ndarray) -> float:
+    """Rotation about y taking x to the planar direction d = (x, z): x -> (cos t, -sin t)."""
+    return float(np.arctan2(-d[1], d[0]))
+
+
+def _u(t: float) -> np.ndarray:
+    return np.array([np.cos(t), -np.sin(t)])
+
+
+def _meet(P: np.ndarray, r1: float, Q: np.ndarray, r2: float) -> np.ndarray:
+    """The intersection of circles (P, r1) and (Q, r2) on the upper branch (z > line PQ)."""
+    d = np.linalg.norm(Q - P)
+    x = (d * d + r1 * r1 - r2 * r2) / (2 * d)
+    e = (Q - P) / d
+    return P + x * e + np.sqrt(r1 * r1 - x * x) * np.array([-e[1], e[0]])
+
+
+def phi(name: str, theta: np.ndarray) -> np.ndarray:
+    """Joint angles of the closed loop from its independent coordinates (closed form)."""
+    if name == "four_bar":
+        P = A4 * _u(theta[0])
+        X = _meet(P, B4, np.array([D4, 0.0]), C4)
+        g = _angle(X - P)
+        return np.array([theta[0], g - theta[0], _angle(X - np.array([D4, 0.0]))])
+    P1, P4 = L5[0] * _u(theta[0]), np.array([D5, 0.0]) + L5[3] * _u(theta[1])
+    X = _meet(P1, L5[1], P4, L5[2])
+    return np.array([theta[0], _angle(X - P1) - theta[0], theta[1], _angle(X - P4) - theta[1]])
+
+
+def _Phi(name: str, theta: np.ndarray) -> np.ndarray:
+    """dphi/dtheta by central differences, Richardson-extrapolated."""
+    def diff(h: float) -> np.ndarray:
+        return np.array([(phi(name, theta + h * e) - phi(name, theta - h * e)) / (2 * h) for e in np.eye(len(theta))]).T
+
+    return (4 * diff(5e-4) - diff(1e-3)) / 3
+
+
+def _reduced_qdd(name: str, t, theta: np.ndarray, thd: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """qdd from the closed-form reduced dynamics in theta, with Pinocchio's M and b."""
+    Phi = _Phi(name, theta)
+
+    def second(h: float) -> np.ndarray:
+        return (phi(name, theta + h * thd) - 2 * phi(name, theta) + phi(name, theta - h * thd)) / h ** 2
+
+    dPhi = (4 * second(5e-4) - second(1e-3)) / 3  # Richardson: error O(h^4)
+    q, v = phi(name, theta), Phi @ thd
+    q_pin, E = t.to_pin(q)
+    M = pin.crba(t.pin_model, t.pin_model.createData(), q_pin)
+    M = E.T @ (np.triu(M) + np.triu(M, 1).T) @ E
+    b = E.T @ pin.rnea(t.pin_model, t.pin_model.createData(), q_pin, E @ v, np.zeros(len(v)))
+    thdd = np.linalg.solve(Phi.T @ M @ Phi, Phi.T @ (tau - b - M @ dPhi))
+    return Phi @ thdd + dPhi
+
+
+@pytest.mark.parametrize("name", list(LOOPS))
+def test_loop_forward_equals_reduced_dynamics(name: str) -> None:
+    xml, constraints, indep = LOOPS[name]
+    t = twin_from_xml(xml, False)
+    rng = np.random.default_rng(3)
+    theta = THETA[name]
+    thd = rng.normal(size=len(indep))
+    q = phi(name, theta)
+    Phi = _Phi(name, theta)
+    v, tau = Phi @ thd, rng.normal(size=t.model.n)
+    a, lam = core.constrained_aba(t.model, q, v, tau, constraints)
+    assert_close(a, _reduced_qdd(name, t, theta, thd, tau), 1e-8, f"{name}: qdd")  # differences of phi
+    A = core.constraint_jacobian(t.model, q, constraints)
+    assert np.linalg.matrix_rank(A) == 2  # the out-of-plane row is zero: least-norm lam has no y force
+    assert abs(lam[1]) < 1e-12
+
+
+@pytest.mark.parametrize("name", list(LOOPS))
+def test_loop_holds_along_a_simulated_trajectory(name: str) -> None:
+    """RK4 under gravity, tau = 0, with Baumgarte gains: at every step A a + c = 0 (1e-10), the
+    loop stays closed (tip-to-tip distance from independent kinematics, and A v, below 1e-7) and
+    energy is conserved: lam does no work. RK4's inner stages leave the constraints by O(h^2),
+    hence their looser tol."""
+    xml, constraints, indep = LOOPS[name]
+    model = core.load_urdf(xml)
+    closure = constraints[0]
+    q = phi(name, THETA[name])
+    v = np.zeros(model.n)
+
+    def accel(q, v, _):
+        return core.constrained_aba(model, q, v, np.zeros(model.n), constraints, baumgarte=(400.0, 40.0), tol=1e-4)[0]
+
+    energy, worst, residual = [], 0.0, 0.0
+    for _ in range(60):
+        q, v, _ = rk4_step(model, q, v, None, 2e-3, accel)
+        a, _ = core.constrained_aba(model, q, v, np.zeros(model.n), constraints, tol=1e-7)
+        A = core.constraint_jacobian(model, q, constraints)
+        gap = (link_pose(model, closure.link_a, q) @ closure.offset_a - link_pose(model, closure.link_b, q)
+               @ closure.offset_b)[:3, 3]
+        residual = max(residual, np.abs(A @ a + core.constraint_bias(model, q, v, constraints)).max())
+        worst = max(worst, np.abs(A @ v).max(), np.abs(gap).max())
+        energy.append(kinetic_energy(model, q, v) + potential_energy(model, q))
+    assert residual < 1e-10, residual
+    assert worst < 1e-7, worst
+    assert np.ptp(energy) < 1e-7 * max(1.0, np.abs(energy).max()), np.ptp(energy)
+    assert np.linalg.norm(v) > 0.1  # it moved
+
+
+def _solo_state(rng, active=(True, True, True, True)):
+    t = twin("solo12")
+    m = t.model
+    constraints = core.constraint_set(m, [core.Contact(f) for f in ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")])
+    q, T = rng.uniform(-1.0, 1.0, m.n), random_pose(rng)
+    A = core.constraint_jacobian(m, q, constraints, base_pose=T)[np.repeat(active, 3)]
+    v = rng.normal(size=m.nv)
+    v -= np.linalg.pinv(A) @ (A @ v)
+    return m, constraints, q, T, v
+
+
+def test_bias_is_the_derivative_of_A_along_the_motion() -> None:
+    """c = d/dt(A(q(t))) v at a consistent state, by central differences of A along v."""
+    rng = np.random.default_rng(5)
+    m, cs, q, T, v = _solo_state(rng)
+    eps = 1e-6
+    Ap = core.constraint_jacobian(m, *advance(m, q, v, T, eps)[:1], cs, base_pose=advance(m, q, v, T, eps)[1])
+    Am = core.constraint_jacobian(m, *advance(m, q, v, T, -eps)[:1], cs, base_pose=advance(m, q, v, T, -eps)[1])
+    assert_close(core.constraint_bias(m, q, v, cs, base_pose=T), (Ap - Am) @ v / (2 * eps), 1e-7, "Adot v")
+    xml, loops, indep = LOOPS["five_bar"]
+    model = core.load_urdf(xml)
+    q5 = phi("five_bar", THETA["five_bar"])
+    A5 = core.constraint_jacobian(model, q5, loops)
+    v5 = np.linalg.svd(A5)[2][-1]  # an admissible velocity
+    Ap = core.constraint_jacobian(model, q5 + eps * v5, loops)
+    Am = core.constraint_jacobian(model, q5 - eps * v5, loops)
+    assert_close(core.constraint_bias(model, q5, v5, loops), (Ap - Am) @ v5 / (2 * eps), 1e-7, "loop Adot v")
+
+
+def test_forward_and_inverse_invert_each_other() -> None:
+    rng = np.random.default_rng(6)
+    m, cs, q, T, v = _solo_state(rng)
+    tau = np.concatenate([np.zeros(6), rng.normal(size=m.n)])
+    a, lam = core.constrained_aba(m, q, v, tau, cs, base_pose=T)
+    for solution in ("min_torque", "min_force"):
+        tau_id, lam_id = core.constrained_rnea(m, q, v, a, cs, base_pose=T, solution=solution)
+        a_fd, lam_fd = core.constrained_aba(m, q, v, tau_id, cs, base_pose=T)
+        assert_close(a_fd, a, 1e-9, f"FD(ID(a)) [{solution}]")
+        assert_close(lam_fd, lam_id, 1e-9, f"lam of FD(ID(a)) [{solution}]")
+    # m = n_p (one flat foot of Talos: 6 constraints, 6 passive coordinates): ID is unique, ID(FD) = tau.
+    t = twin("talos")
+    foot = [core.Contact("left_sole_link", "flat")]
+    qt, Tt = rng.uniform(-0.5, 0.5, t.model.n), random_pose(rng)
+    At = core.constraint_jacobian(t.model, qt, foot, base_pose=Tt)
+    vt = rng.normal(size=t.model.nv)
+    vt -= np.linalg.pinv(At) @ (At @ vt)
+    taut = np.concatenate([np.zeros(6), rng.normal(size=t.model.n)])
+    at, lamt = core.constrained_aba(t.model, qt, vt, taut, foot, base_pose=Tt)
+    tau_back, lam_back = core.constrained_rnea(t.model, qt, vt, at, foot, base_pose=Tt, solution="unique")
+    assert_close(tau_back, taut, 1e-9, "ID(FD(tau))")
+    assert_close(lam_back, lamt, 1e-9, "lam")
+
+
+def test_hybrid_reduces_to_forward_and_inverse() -> None:
+    """Nothing prescribed: constrained_aba. The actuated joints prescribed (base free): their
+    torques realise the accelerations of constrained_aba."""
+    rng = np.random.default_rng(7)
+    m, cs, q, T, v = _solo_state(rng)
+    tau = np.concatenate([np.zeros(6), rng.normal(size=m.n)])
+    a, lam = core.constrained_aba(m, q, v, tau, cs, base_pose=T)
+    free = np.zeros(m.nv, dtype=bool)
+    tau_h, a_h, lam_h = core.constrained_hybrid(m, q, v, tau, free, cs, base_pose=T)
+    assert_close(a_h, a, 1e-9, "a")
+    assert_close(lam_h, lam, 1e-9, "lam")
+    # Prescribe the legs: 12 constraints > 6 free base coordinates, so the prescribed motion must be
+    # admissible (it is: a came from constrained_aba) and lam is the least-norm one.
+    legs = np.arange(m.nv) >= 6
+    tau_h, a_h, lam_h = core.constrained_hybrid(m, q, v, np.where(legs, a, 0.0), legs, cs, base_pose=T)
+    assert_close(a_h, a, 1e-9, "a (legs prescribed)")
+    a_back, _ = core.constrained_aba(m, q, v, tau_h, cs, base_pose=T)
+    assert_close(a_back, a, 1e-9, "FD of the hybrid torques")
+
+
+def test_batches_masks_and_friction_checks() -> None:
+    rng = np.random.default_rng(8)
+    m, cs, q, T, v = _solo_state(rng, active=(True, True, True, False))
+    tau = np.concatenate([np.zeros(6), rng.normal(size=m.n)])
+    active = np.array([True, True, True, False])
+    a, lam = core.constrained_aba(m, q, v, tau, cs, base_pose=T, active=active)
+    assert np.all(lam[9:] == 0.0)
+    a3, lam3 = core.constrained_aba(m, q, v, tau, [core.Contact(f) for f in ("FL_FOOT", "FR_FOOT", "HL_FOOT")],
+                                    base_pose=T)
+    assert_close(a, a3, 1e-12, "masked = fewer contacts")
+    assert_close(lam[:9], lam3, 1e-12, "masked lam")
+    # a batch of 2 x 2 with per-sample masks equals the samples one by one
+    masks = np.array([[[True] * 3 + [False], [True] * 3 + [False]], [[True] * 3 + [False], [True, True, True, False]]])
+    qb, vb = np.broadcast_to(q, (2, 2, m.n)), np.broadcast_to(v, (2, 2, m.nv))
+    taub = tau + rng.normal(size=(2, 2, m.nv)) * np.r_[np.zeros(6), np.ones(m.n)]
+    ab, lamb = core.constrained_aba(m, qb, vb, taub, cs, base_pose=T, active=masks)
+    assert ab.shape == (2, 2, m.nv) and lamb.shape == (2, 2, 12)
+    for i in range(2):
+        for j in range(2):
+            aij, lij = core.constrained_aba(m, q, v, taub[i, j], cs, base_pose=T, active=masks[i, j])
+            assert_close(ab[i, j], aij, 1e-12, "batch")
+            assert_close(lamb[i, j], lij, 1e-12, "batch lam")
+    checks = core.contact_wrench_checks(cs, lam, 0.8)
+    assert [c.name for c in checks] == list(cs.names)
+    f = lam[:3]
+    assert checks[0].pushes == (f[2] >= 0) and checks[0].in_cone == (np.hypot(f[0], f[1]) <= 0.8 * f[2] + 1e-9)
+    # standing still on flat ground, forces in the world's axes: all four feet push, inside the cone
+    q0 = np.tile([0.0, 0.8, -1.6], 4)
+    cs_up = core.constraint_set(m, [core.Contact(c.link, frame="world") for c in cs.constraints])
+    tau_st, lam_st = core.constrained_rnea(m, q0, np.zeros(m.nv), np.zeros(m.nv), cs_up, base_pose=np.eye(4),
+                                           solution="min_force")
+    assert all(c.pushes and c.in_cone for c in core.contact_wrench_checks(cs_up, lam_st, 1.0))
+    assert_close(lam_st[2::3].sum(), m.mass * 9.81, 1e-9, "the feet carry the weight")
+
+
+def test_errors_say_what_is_wrong() -> None:
+    rng = np.random.default_rng(9)
+    m, cs, q, T, v = _solo_state(rng)
+    tau = np.zeros(m.nv)
+    with pytest.raises(ValueError, match="unknown link 'NOSE'"):
+        core.constrained_aba(m, q, v, tau, [core.Contact("NOSE")], base_pose=T)
+    with pytest.raises(ValueError, match="kind"):
+        core.Contact("FL_FOOT", "edge")
+    with pytest.raises(ValueError, match=r"violates the point contact on 'FL_FOOT' by [0-9.e-]+ m/s"):
+        core.constrained_aba(m, q, v + 0.01, tau, cs, base_pose=T)
+    with pytest.raises(ValueError, match="active"):
+        core.constrained_aba(m, q, v, tau, cs, base_pose=T, active=[True, False])
+    with pytest.raises(ValueError, match="not unique"):
+        core.constrained_rnea(m, q, v, np.zeros(m.nv), cs, base_pose=T, solution="unique")
+    with pytest.raises(ValueError, match="no constraint force balances"):
+        core.constrained_rnea(m, q, v, np.zeros(m.nv), cs, base_pose=T, active=[True, False, False, False])
+    with pytest.raises(ValueError, match="passive: unknown joint"):
+        core.constrained_rnea(m, q, v, np.zeros(m.nv), cs, base_pose=T, passive=["knee"])
+    xml, loops, _ = LOOPS["four_bar"]
+    model = core.load_urdf(xml)
+    with pytest.raises(ValueError, match=r"violates the point loop closure 'coupler'-'rocker' by [0-9.e-]+ m or rad"):
+        core.constrained_aba(model, np.zeros(3), np.zeros(3), np.zeros(3), loops)

@@ -1,0 +1,141 @@
+"""Constrained dynamics against Pinocchio 4's rigid constraint models (CONTACT_3D / CONTACT_6D, LOCAL).
+
+Pinocchio's 3-D contact holds the classical acceleration of the contact point and its 6-D
+contact the frame's spatial acceleration, both in the contact frame (LOCAL; LOCAL_WORLD_ALIGNED
+for our frame="world"), with lambda the
+force (f) or wrench (f, m) on the robot there: our conventions, so a and lam must agree even
+for velocities that violate the constraints. Inverse dynamics is checked against a KKT system
+assembled from Pinocchio's M, b and frame Jacobians.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+import pytest
+from robots import Twin, assert_close, random_pose, twin
+
+from liedyn_ros import core
+
+TOL = 1e-9
+FEET = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
+
+
+def _offset(rng: np.random.Generator) -> np.ndarray:
+    T = np.eye(4)
+    T[:3, :3] = pin.rpy.rpyToMatrix(*rng.uniform(-0.3, 0.3, 3))
+    T[:3, 3] = rng.uniform(-0.03, 0.03, 3)
+    return T
+
+
+def _cases(rng: np.random.Generator) -> dict[str, tuple[Twin, list]]:
+    hand = dict(offset=_offset(rng))
+    return {
+        "solo12 four feet": (twin("solo12"), [core.Contact(f) for f in FEET]),
+        "solo12 three feet, offsets": (twin("solo12"), [core.Contact(f, offset=_offset(rng)) for f in FEET[:3]]),
+        "solo12 four feet, world axes": (twin("solo12"), [core.Contact(f, frame="world") for f in FEET]),
+        "talos flat feet": (twin("talos"), [core.Contact("left_sole_link", "flat"),
+                                            core.Contact("right_sole_link", "flat")]),
+        "talos feet and hands on a table": (twin("talos"), [
+            core.Contact("left_sole_link", "flat"), core.Contact("right_sole_link", "flat"),
+            core.Contact("gripper_left_base_link", "point", **hand),  # a link merged by a fixed joint
+            core.Contact("wrist_right_ft_tool_link", "point", offset=_offset(rng))]),
+    }
+
+
+def _reference(c: core.Contact) -> pin.ReferenceFrame:
+    return pin.LOCAL_WORLD_ALIGNED if c.frame == "world" else pin.LOCAL
+
+
+def _pin_constraints(t: Twin, constraints: list) -> tuple:
+    pm = t.pin_model
+    models = []
+    for c in constraints:
+        frame = pm.frames[pm.getFrameId(c.link)]
+        kind = pin.ContactType.CONTACT_3D if c.kind == "point" else pin.ContactType.CONTACT_6D
+        models.append(pin.RigidConstraintModel(kind, pm, frame.parentJoint, frame.placement * pin.SE3(c.offset),
+                                               _reference(c)))
+    datas = pin.StdVec_RigidConstraintData([cm.createData() for cm in models])
+    return pin.StdVec_RigidConstraintModel(models), datas
+
+
+def _pin_lambda(constraints: list, lam_pin: np.ndarray) -> np.ndarray:
+    """Pinocchio's (f, m) blocks of 6-D contacts reordered to our (m, f)."""
+    out, r = [], 0
+    for c in constraints:
+        if c.kind == "point":
+            out.append(lam_pin[r:r + 3])
+            r += 3
+        else:
+            out.append(np.concatenate([lam_pin[r + 3:r + 6], lam_pin[r:r + 3]]))
+            r += 6
+    return np.concatenate(out)
+
+
+def _pin_jacobian(t: Twin, constraints: list, q_pin: np.ndarray, E: np.ndarray) -> np.ndarray:
+    """Pinocchio's LOCAL frame Jacobians of the contact frames, rows (omega, v), acting on our v."""
+    pm, pd = t.pin_model, t.pin_model.createData()
+    pin.computeJointJacobians(pm, pd, q_pin)
+    rows = []
+    for c in constraints:
+        frame = pm.frames[pm.getFrameId(c.link)]
+        J = pin.getFrameJacobian(pm, pd, frame.parentJoint, frame.placement * pin.SE3(c.offset), _reference(c))
+        J = np.vstack([J[3:], J[:3]]) @ E
+        rows.append(J[3:] if c.kind == "point" else J)
+    return np.vstack(rows)
+
+
+@pytest.mark.parametrize("name", ["solo12 four feet", "solo12 three feet, offsets", "solo12 four feet, world axes",
+                                  "talos flat feet",
+                                  "talos feet and hands on a table"])
+@pytest.mark.parametrize("consistent", [True, False])
+def test_forward_matches_pinocchio(name: str, consistent: bool) -> None:
+    rng = np.random.default_rng(11)
+    t, constraints = _cases(rng)[name]
+    m = t.model
+    q, T = rng.uniform(-1.0, 1.0, m.n), random_pose(rng)
+    v, tau = rng.normal(size=m.nv), rng.normal(size=m.nv) * 5
+    q_pin, E = t.to_pin(q, T)
+    A_pin = _pin_jacobian(t, constraints, q_pin, E)
+    assert_close(core.constraint_jacobian(m, q, constraints, base_pose=T), A_pin, TOL, "A")
+    if consistent:
+        v -= np.linalg.pinv(A_pin) @ (A_pin @ v)
+    a, lam = core.constrained_aba(m, q, v, tau, constraints, base_pose=T, tol=1e-9 if consistent else np.inf)
+
+    pin_models, pin_datas = _pin_constraints(t, constraints)
+    pd = t.pin_model.createData()
+    pin.initConstraintDynamics(t.pin_model, pd, pin_models, pin_datas)
+    a_pin = pin.constraintDynamics(t.pin_model, pd, q_pin, E @ v, np.linalg.solve(E.T, tau), pin_models, pin_datas,
+                                   pin.ProximalSettings(1e-14, 0.0, 1))
+    assert_close(a, np.linalg.solve(E, a_pin), TOL, f"{name}: a")
+    assert_close(lam, _pin_lambda(constraints, pd.lambda_c), TOL, f"{name}: lambda")
+
+
+@pytest.mark.parametrize("name", ["solo12 four feet", "talos feet and hands on a table"])
+def test_min_torque_matches_kkt_from_pinocchio(name: str) -> None:
+    """min |W^1/2 tau_a|^2 s.t. A_p^T lam = tau_pr, tau_a = tau_ar - A_a^T lam: its KKT system, with
+    Pinocchio's rnea and Jacobians, against constrained_rnea."""
+    rng = np.random.default_rng(12)
+    t, constraints = _cases(rng)[name]
+    m = t.model
+    q, T = rng.uniform(-1.0, 1.0, m.n), random_pose(rng)
+    q_pin, E = t.to_pin(q, T)
+    A = _pin_jacobian(t, constraints, q_pin, E)
+    v = rng.normal(size=m.nv)
+    v -= np.linalg.pinv(A) @ (A @ v)
+    a = rng.normal(size=m.nv)  # the KKT balance holds for any a; it needs no consistent acceleration
+    pm, pd = t.pin_model, t.pin_model.createData()
+    tau_r = E.T @ pin.rnea(pm, pd, q_pin, E @ v, E @ a)
+    w = rng.uniform(0.5, 2.0, m.n)
+    Aa, Ap = A[:, 6:], A[:, :6]
+    mm = A.shape[0]
+    kkt = np.block([[Aa @ np.diag(w) @ Aa.T, Ap], [Ap.T, np.zeros((6, 6))]])
+    sol = np.linalg.lstsq(kkt, np.concatenate([Aa @ (w * tau_r[6:]), tau_r[:6]]), rcond=None)[0]
+    lam_want = sol[:mm]
+    tau_want = np.concatenate([np.zeros(6), tau_r[6:] - Aa.T @ lam_want])
+    tau, lam = core.constrained_rnea(m, q, v, a, constraints, base_pose=T, weights=w, tol=np.inf)
+    assert_close(tau, tau_want, TOL, f"{name}: tau")
+    assert_close(lam, lam_want, 1e-8, f"{name}: lam")
+    # min_force: the least-norm lam that balances the base
+    tau_f, lam_f = core.constrained_rnea(m, q, v, a, constraints, base_pose=T, solution="min_force", tol=np.inf)
+    assert_close(lam_f, np.linalg.pinv(Ap.T) @ tau_r[:6], 1e-8, f"{name}: min_force lam")
+    assert_close(tau_f[6:], tau_r[6:] - Aa.T @ lam_f, TOL, f"{name}: min_force tau")
