@@ -11,7 +11,14 @@ import numpy as np
 
 from .model import Model
 
-__all__ = ["Batch", "prepare", "check_vector", "check_pose", "check_f_ext"]
+__all__ = ["Batch", "prepare", "check_model", "check_vector", "check_pose", "check_f_ext"]
+
+
+def check_model(model) -> None:
+    """TypeError naming the argument when `model` is not a Model (a URDF path, a Pinocchio model)."""
+    if not isinstance(model, Model):
+        hint = ": load it first, model = load_urdf(...)" if isinstance(model, str) else ""
+        raise TypeError(f"model: expected a liedyn_ros.core.Model (from load_urdf), got {type(model).__name__}{hint}")
 
 
 def check_vector(name: str, x, length: int) -> np.ndarray:
@@ -78,7 +85,8 @@ class Batch:
 
 def prepare(model: Model, q, vectors: dict[str, object] | None = None, *, base_pose=None,
             f_ext=None, needs_pose: bool = True) -> Batch:
-    """Validate (q, vectors..., base_pose, f_ext) and flatten their common batch dimensions."""
+    """Validate (model, q, vectors..., base_pose, f_ext) and flatten their common batch dimensions."""
+    check_model(model)
     q = check_vector("q", q, model.n)
     vecs = [check_vector(name, x, model.nv) for name, x in (vectors or {}).items()]
     shapes = [q.shape[:-1]] + [x.shape[:-1] for x in vecs]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import reference
-from .checks import Batch, prepare
+from .checks import Batch, check_model, prepare
 from .fast import OK, FastModel
 from .fast.aba import hybrid_many
 from .fast.coriolis import coriolis_many
@@ -72,7 +72,11 @@ def rnea(model: Model, q, v, a, *, base_pose=None, f_ext=None) -> np.ndarray:
 
     For a floating base the first six entries are the base wrench (m, f) in the base frame.
     """
-    fm = model._fast
+    try:
+        fm = model._fast
+    except AttributeError:  # a try costs nothing until it raises
+        check_model(model)
+        raise
     T = fm.identity if base_pose is None else base_pose
     if (type(q) is _ndarray and type(v) is _ndarray and type(a) is _ndarray and type(T) is _ndarray
             and q.ndim == 1 and (base_pose is None) is fm.fixed):
@@ -95,7 +99,11 @@ def rnea(model: Model, q, v, a, *, base_pose=None, f_ext=None) -> np.ndarray:
 
 def gravity(model: Model, q, *, base_pose=None) -> np.ndarray:
     """g(q) = rnea(q, 0, 0): the generalized forces that hold the robot still against gravity."""
-    fm = model._fast
+    try:
+        fm = model._fast
+    except AttributeError:
+        check_model(model)
+        raise
     T = fm.identity if base_pose is None else base_pose
     if type(q) is _ndarray and type(T) is _ndarray and q.ndim == 1 and (base_pose is None) is fm.fixed:
         out = _empty(fm.nv)
@@ -115,7 +123,11 @@ def mass_matrix(model: Model, q, *, base_pose=None) -> np.ndarray:
 
     For a floating base the first six rows and columns belong to the base twist (omega, v).
     """
-    fm = model._fast
+    try:
+        fm = model._fast
+    except AttributeError:
+        check_model(model)
+        raise
     T = fm.identity if base_pose is None else base_pose
     if type(q) is _ndarray and type(T) is _ndarray and q.ndim == 1 and (base_pose is None or not fm.fixed):
         out = _empty((fm.nv, fm.nv))
@@ -132,7 +144,11 @@ def mass_matrix(model: Model, q, *, base_pose=None) -> np.ndarray:
 
 def coriolis_matrix(model: Model, q, v, *, base_pose=None) -> np.ndarray:
     """C(q, v) with C v = rnea(q, v, 0) - g(q) and Mdot - 2C skew-symmetric, shape (..., nv, nv)."""
-    fm = model._fast
+    try:
+        fm = model._fast
+    except AttributeError:
+        check_model(model)
+        raise
     T = fm.identity if base_pose is None else base_pose
     if (type(q) is _ndarray and type(v) is _ndarray and type(T) is _ndarray and q.ndim == 1
             and (base_pose is None or not fm.fixed)):
@@ -155,7 +171,11 @@ def hybrid(model: Model, q, v, a_or_tau, prescribed, *, base_pose=None, f_ext=No
     Returns (tau, a), both (..., nv): tau holds the given forces and the forces the prescribed
     motions need; a holds the prescribed accelerations and the resulting free ones.
     """
-    fm = model._fast
+    try:
+        fm = model._fast
+    except AttributeError:
+        check_model(model)
+        raise
     mask = check_prescribed(model, prescribed)
     T = fm.identity if base_pose is None else base_pose
     if (type(q) is _ndarray and type(v) is _ndarray and type(a_or_tau) is _ndarray and type(T) is _ndarray
@@ -179,7 +199,11 @@ def aba(model: Model, q, v, tau, *, base_pose=None, f_ext=None) -> np.ndarray:
     For a floating base tau starts with the base wrench (m, f) applied in the base frame (zero
     for a free-floating robot), and a starts with the base acceleration dV_0/dt.
     """
-    fm = model._fast
+    try:
+        fm = model._fast
+    except AttributeError:
+        check_model(model)
+        raise
     T = fm.identity if base_pose is None else base_pose
     if (type(q) is _ndarray and type(v) is _ndarray and type(tau) is _ndarray and type(T) is _ndarray
             and q.ndim == 1 and (base_pose is None) is fm.fixed):

@@ -106,8 +106,11 @@ def _storage_path(path: Path) -> Path:
         files = sorted(p for p in path.iterdir() if p.suffix in (".mcap", ".db3"))
         if len(files) == 1:
             return files[0]
+        if not files:
+            raise ReplayError(f"{path}: not a bag (a directory without metadata.yaml or any .mcap/.db3 file)")
         raise ReplayError(
-            f"{path}: no metadata.yaml and {len(files)} storage files; pass the files instead"
+            f"{path}: no metadata.yaml and {len(files)} storage files (a split recording): "
+            f"pass the files themselves, in order: {' '.join(str(f) for f in files)}"
         )
     return path
 

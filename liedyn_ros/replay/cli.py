@@ -102,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.jobs < 1:
             raise ReplayError(f"--jobs must be >= 1, got {args.jobs}")
         return _run_parallel(args)
-    except ReplayError as err:
+    except (ReplayError, OSError) as err:  # a message, never a traceback
         print(f"liedyn-replay: error: {err}", file=sys.stderr)
         return 2
 
@@ -120,7 +120,8 @@ def _run_parallel(args: argparse.Namespace) -> int:
                 print_report(future.result())
             except (ReplayError, OSError, ValueError) as err:
                 failed += 1
-                print(f"liedyn-replay: error: {bag}: {err}", file=sys.stderr)
+                where = "" if str(bag) in str(err) else f"{bag}: "  # most messages name their bag
+                print(f"liedyn-replay: error: {where}{err}", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -11,7 +11,6 @@ serialization if they ever differ. The blocks of bytes go to the bag through
 
 from __future__ import annotations
 
-import shutil
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,6 @@ from rosbags.typesys import Stores, get_typestore
 from liedyn_ros import pipeline
 
 from .csvfmt import format_rows
-from .errors import ReplayError
 from .mcapblock import BlockWriter
 
 if TYPE_CHECKING:
@@ -165,10 +163,8 @@ class OutputWriter:
         return lambda msg: bytes(self.typestore.serialize_cdr(msg, msgtype))
 
     def __enter__(self) -> OutputWriter:
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        bag_dir = self.out_dir / "outputs"
-        _clear_previous_output(bag_dir)
-        self._writer = BlockWriter(bag_dir)
+        # run.replay has claimed out_dir (outdir.claim): it exists and holds no earlier outputs.
+        self._writer = BlockWriter(self.out_dir / "outputs")
         self._writer.open()
         for ch in self.channels:
             self._connections[ch.name] = self._writer.add_connection(
@@ -236,13 +232,3 @@ def _velocity_columns(model: Any) -> tuple[str, ...]:
     base = ("base_wx", "base_wy", "base_wz", "base_vx", "base_vy", "base_vz") if model.floating_base else ()
     return base + tuple(model.joint_names)
 
-
-def _clear_previous_output(bag_dir: Path) -> None:
-    """Remove an earlier replay's bag; refuse to touch anything else."""
-    if not bag_dir.exists():
-        return
-    entries = list(bag_dir.iterdir())
-    if all(p.name == "metadata.yaml" or p.suffix == ".mcap" for p in entries):
-        shutil.rmtree(bag_dir)
-    else:
-        raise ReplayError(f"{bag_dir} exists and is not a replay output bag; choose another --out")

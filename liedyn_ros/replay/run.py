@@ -13,7 +13,9 @@ Data flow, one block of `chunk_size` joint samples at a time::
 
 from __future__ import annotations
 
+import math
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,7 @@ from liedyn_ros import core, pipeline
 
 from .accel import SavgolSettings, StreamingDifferentiator
 from .bagio import BagSet
+from . import outdir
 from .errors import ReplayError
 from .outputs import OutputWriter
 from .plots import PlotRecorder
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
 
 ROBOT_DESCRIPTION_TOPIC = "/robot_description"
 DEFAULT_ODOM_TOPIC = "/odom"
+PREPARE_NOTICE_S = 3.0  # a warm start loads the cached kernels well within this
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,8 @@ class ReplayOptions:
             raise ReplayError(
                 f"--acceleration-source must be 'estimated' or 'zero', got {self.acceleration_source!r}"
             )
+        if self.gravity is not None and (len(self.gravity) != 3 or not all(map(math.isfinite, self.gravity))):
+            raise ReplayError(f"--gravity needs three finite numbers GX GY GZ in m/s^2, got {list(self.gravity)}")
         if self.effort_joints and not self.effort_topic:
             raise ReplayError("--effort-joints needs --effort-topic")
         if self.chunk_size < 2 * self.savgol.window:
@@ -106,10 +112,25 @@ def load_model(bags: BagSet, options: ReplayOptions) -> Any:
     try:
         model = core.load_urdf(source, floating_base=floating)
     except (ValueError, OSError) as err:
-        raise ReplayError(f"cannot load the URDF: {err}") from err
+        where = str(options.urdf) if options.urdf is not None else f"the bag's {ROBOT_DESCRIPTION_TOPIC}"
+        if _looks_like_xacro(source, options.urdf):
+            raise ReplayError(
+                f"{where} is a xacro file, not a URDF: expand it first (`xacro FILE > robot.urdf`, or "
+                "`ros2 run xacro xacro FILE > robot.urdf` in a ROS shell) and pass --urdf robot.urdf"
+            ) from err
+        raise ReplayError(f"cannot load the URDF from {where}: {err}") from err
     if options.gravity is not None:
         model = model.with_gravity(np.asarray(options.gravity, dtype=np.float64))
     return model
+
+
+def _looks_like_xacro(source: str, path: Path | None) -> bool:
+    """A xacro file that failed to load (an expanded URDF may keep the xacro namespace)."""
+    if path is not None:
+        if path.suffix == ".xacro":
+            return True
+        source = path.read_text(errors="replace")
+    return "<xacro:" in source
 
 
 def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
@@ -118,6 +139,7 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
     with BagSet([Path(p) for p in paths]) as bags:
         model = load_model(bags, options)
         topics = _topics(bags, model, options)
+        outdir.claim(options.out)
         predict = _prepare_kernels(model, options)
         config = pipeline.PipelineConfig(acceleration_source=pipeline.AccelerationSource.ZERO)
         stream = SampleStream(bags, model, topics, config)
@@ -138,6 +160,7 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         skipped_types=skipped_types, elapsed_s=time.perf_counter() - started, files=files,
     )
     summary.save(options.out / "summary.json", {k: v for k, v in report.as_dict().items() if k != "summary"})
+    outdir.record(options.out)
     return report
 
 
@@ -153,15 +176,22 @@ def _topics(bags: BagSet, model: Any, options: ReplayOptions) -> Topics:
 
 def _prepare_kernels(model: Any, options: ReplayOptions) -> bool:
     """Build the compiled batch kernels before the progress bar starts; False when the model has
-    no forward dynamics (a massless link on a moving joint), which then gives no predictions."""
+    no forward dynamics (a massless link on a moving joint), which then gives no predictions.
+
+    Loading cached kernels takes about a second; only a wait longer than that (compiling,
+    after an install) is announced."""
+    notice = threading.Timer(PREPARE_NOTICE_S, print, (
+        "liedyn-replay: compiling the dynamics kernels (a minute on the first run after an install)",
+    ), {"file": sys.stderr})
     if options.progress:
-        print("liedyn-replay: preparing the compiled dynamics (a minute on the first run after an install)",
-              file=sys.stderr)
+        notice.start()
     try:
         pipeline.prepare_kernels(model, batch=True)
     except core.SingularInertiaError as err:
         print(f"liedyn-replay: no predicted accelerations: {err}", file=sys.stderr)
         return False
+    finally:
+        notice.cancel()
     return True
 
 

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..checks import prepare
+from ..checks import check_model, prepare
 from ..fast import OK, fast_model
 from ..fast.aba import hybrid_many
 from ..fast.entry import single
@@ -62,7 +62,11 @@ def _fast(model: Model, q, v, x, base_pose, forward: bool, name: str) -> Derivat
     lengths, NaN and the pose, as in core.dynamics); a batch, or bad input, goes through
     checks.prepare, which raises the precise ValueError, and the batch kernel. A singular mass
     matrix is left to the reference."""
-    fm = model._fast
+    try:
+        fm = model._fast
+    except AttributeError:  # a try costs nothing until it raises
+        check_model(model)
+        raise
     T = fm.identity if base_pose is None else base_pose
     if (type(q) is _ndarray and type(v) is _ndarray and type(x) is _ndarray and type(T) is _ndarray
             and q.ndim == 1 and (base_pose is None) is fm.fixed):

@@ -96,4 +96,10 @@ def workspace_size(nb: int, nv: int) -> int:
 
 def fast_model(model: Model) -> FastModel:
     """The packed arrays of `model`, built on first use and kept as long as the model lives (Model._fast)."""
-    return model._fast
+    try:
+        return model._fast
+    except AttributeError:
+        from ..checks import check_model
+
+        check_model(model)
+        raise
