@@ -23,7 +23,7 @@ _WRENCH = types.float64[:, :, ::1]  # f_body (1, nb, 6)
 def _signature(name: str) -> tuple:
     """(kernel, its one signature) by name."""
     from ..derivatives import fast as derivatives, time_fast
-    from . import aba, coriolis, crba, rnea
+    from . import aba, coriolis, crba, regressor, rnea
 
     model = types.int64  # FastModel.handle
     return {
@@ -37,6 +37,7 @@ def _signature(name: str) -> tuple:
                                                                  _WRENCH, _MAT, _VEC, _VEC)),
         "derivatives_one": (derivatives.derivatives_one,
                             types.int64(model, _VEC, _VEC, _VEC, _VEC, _MAT, types.boolean, types.float64[:, :, ::1])),
+        "regressor_one": (regressor.regressor_one, types.int64(model, _VEC, _VEC, _VEC, _MAT, _MAT)),
         "rnea_time_one": (time_fast.rnea_time_one, types.int64(model, _VEC, _MAT, _MAT, _MAT)),
         "aba_time_one": (time_fast.aba_time_one, types.int64(model, _VEC, _VEC, _MAT, _MAT, _MAT)),
     }[name]
