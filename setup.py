@@ -23,12 +23,14 @@ setup(
         "rosbags>=0.10",
         "matplotlib>=3.5",
         "tqdm>=4.60",
+        "cvxpy>=1.4",
     ],
     extras_require={
         "test": [
             "pytest>=7",
             "pin>=3.0",
             "example-robot-data>=4.1",
+            "mujoco>=3.0",
             "mypy>=1.8",
         ],
     },

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from .accel import SavgolSettings
 from .errors import ReplayError
+from .identify import format_report
 from .run import ReplayOptions, ReplayReport, replay
 
 if TYPE_CHECKING:
@@ -44,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Savitzky-Golay window in samples (odd, default %(default)s)")
     p.add_argument("--sg-order", type=int, default=SavgolSettings.polyorder, metavar="P",
                    help="Savitzky-Golay polynomial order (default %(default)s)")
+    p.add_argument("--identify", action="append", nargs="+", default=[], metavar="WHAT",
+                   help="fit 'friction', 'payload LINK' or 'inertia' (repeatable) on the first 70%% of the "
+                   "samples, validate on the rest; writes DIR/identified.yaml for the node")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
@@ -60,7 +64,7 @@ def options_from_args(args: argparse.Namespace, out: Path, progress: bool) -> Re
         acceleration_source=args.acceleration_source,
         gravity=None if args.gravity is None else tuple(args.gravity),
         effort_topic=args.effort_topic, effort_joints=joints, savgol=savgol,
-        progress=progress, plots=not args.no_plots,
+        progress=progress, plots=not args.no_plots, identify=tuple(tuple(w) for w in args.identify),
     )
 
 
@@ -77,6 +81,8 @@ def print_report(report: ReplayReport, stream: TextIO | None = None) -> None:
         lines.append(f"WARNING: {problem}")
     lines.append("published: " + ", ".join(f"/liedyn/{k}={v}" for k, v in report.published.items()))
     lines += ["", report.table, ""]
+    if report.identification is not None:
+        lines += [format_report(report.identification), ""]
     print("\n".join(lines), file=stream or sys.stdout)
 
 

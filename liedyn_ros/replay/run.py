@@ -29,6 +29,7 @@ from .accel import SavgolSettings, StreamingDifferentiator
 from .bagio import BagSet
 from . import outdir
 from .errors import ReplayError
+from .identify import Identifier, parse_targets
 from .outputs import OutputWriter
 from .plots import PlotRecorder
 from .samples import SampleStream, Topics
@@ -57,6 +58,7 @@ class ReplayOptions:
     effort_topic: str | None = None
     effort_joints: tuple[str, ...] = ()
     savgol: SavgolSettings = field(default_factory=SavgolSettings)
+    identify: tuple[tuple[str, ...], ...] = ()  # --identify arguments, e.g. (("payload", "tool0"),)
     chunk_size: int = 4096
     progress: bool = True
     plots: bool = True
@@ -90,6 +92,7 @@ class ReplayReport:
     skipped_types: dict[str, str]
     elapsed_s: float
     files: list[str]
+    identification: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "table"}
@@ -145,11 +148,17 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         stream = SampleStream(bags, model, topics, config)
         summary = ResidualSummary(tuple(model.joint_names))
         recorder = PlotRecorder(tuple(model.joint_names))
+        identifier = (Identifier(parse_targets(model, options.identify), bags.message_count([topics.joint_states]))
+                      if options.identify else None)
         with OutputWriter(options.out, model, config) as writer:
-            skipped_rows = _stream(stream, model, options, writer, summary, recorder, predict)
+            skipped_rows = _stream(stream, model, options, writer, summary, recorder, predict, identifier)
         problems = bags.problems()
         skipped_types = bags.undecodable()
     files = [str(p) for p in recorder.save(options.out)] if options.plots else []
+    identification = None
+    if identifier is not None:
+        identification, ident_files = identifier.finish(options.out, options.plots)
+        files += [str(p) for p in ident_files]
     skipped = dict(stream.skipped)
     if skipped_rows:
         skipped["no_acceleration_estimate"] = skipped_rows
@@ -158,6 +167,7 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         processed=summary.samples, skipped=skipped, published=dict(writer.counts),
         summary=summary.as_dict(), table=summary.table(), problems=problems,
         skipped_types=skipped_types, elapsed_s=time.perf_counter() - started, files=files,
+        identification=identification,
     )
     summary.save(options.out / "summary.json", {k: v for k, v in report.as_dict().items() if k != "summary"})
     outdir.record(options.out)
@@ -196,7 +206,8 @@ def _prepare_kernels(model: Any, options: ReplayOptions) -> bool:
 
 
 def _stream(stream: SampleStream, model: Any, options: ReplayOptions, writer: OutputWriter,
-            summary: ResidualSummary, recorder: PlotRecorder, predict: bool) -> int:
+            summary: ResidualSummary, recorder: PlotRecorder, predict: bool,
+            identifier: Identifier | None = None) -> int:
     """Runs every block through the dynamics; returns the rows without an acceleration."""
     differentiator = StreamingDifferentiator(options.savgol)
     progress = _progress_bar(stream, options)
@@ -210,6 +221,8 @@ def _stream(stream: SampleStream, model: Any, options: ReplayOptions, writer: Ou
             block, accel = block.slice_rows(ok), accel[ok]
         if len(block):
             _process_block(block, accel, model, options, writer, summary, recorder, predict)
+            if identifier is not None:
+                identifier.add(block, accel)
 
     try:
         for block in stream.blocks(options.chunk_size, progress):
