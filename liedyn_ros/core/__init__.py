@@ -54,6 +54,7 @@ from .derivatives import (
     rnea_derivatives,
     rnea_time_derivatives,
 )
+from .identification import Friction, friction_torque, parameters, regressor, with_parameters, with_payload
 from .model import DEFAULT_GRAVITY, Model, SingularInertiaError, URDFError, load_urdf
 
 __all__ = [
@@ -83,6 +84,12 @@ __all__ = [
     "constrained_rnea",
     "constrained_hybrid",
     "contact_wrench_checks",
+    "regressor",
+    "parameters",
+    "with_parameters",
+    "with_payload",
+    "Friction",
+    "friction_torque",
     "pose_from_position_quaternion",
     "position_quaternion_from_pose",
     "velocity_from_twist",
