@@ -25,6 +25,7 @@ import numpy as np
 
 from liedyn_ros import core, pipeline
 
+from . import diagnose
 from .accel import SavgolSettings, StreamingDifferentiator
 from .bagio import BagSet
 from . import outdir
@@ -33,7 +34,7 @@ from .identify import Identifier, parse_targets
 from .outputs import OutputWriter
 from .plots import PlotRecorder
 from .samples import SampleStream, Topics
-from .summary import ResidualSummary
+from .summary import ResidualSummary, joint_kinds
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -62,6 +63,8 @@ class ReplayOptions:
     chunk_size: int = 4096
     progress: bool = True
     plots: bool = True
+    start_s: float | None = None  # time window, s since the first joint state (stamps)
+    end_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.acceleration_source not in ("estimated", "zero"):
@@ -70,6 +73,11 @@ class ReplayOptions:
             )
         if self.gravity is not None and (len(self.gravity) != 3 or not all(map(math.isfinite, self.gravity))):
             raise ReplayError(f"--gravity needs three finite numbers GX GY GZ in m/s^2, got {list(self.gravity)}")
+        for name, value in (("--start", self.start_s), ("--end", self.end_s)):
+            if value is not None and not math.isfinite(value):
+                raise ReplayError(f"{name} must be a finite number of seconds, got {value}")
+        if self.start_s is not None and self.end_s is not None and self.start_s >= self.end_s:
+            raise ReplayError(f"--start {self.start_s} s is not before --end {self.end_s} s")
         if self.effort_joints and not self.effort_topic:
             raise ReplayError("--effort-joints needs --effort-topic")
         if self.chunk_size < 2 * self.savgol.window:
@@ -142,26 +150,28 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
     with BagSet([Path(p) for p in paths]) as bags:
         model = load_model(bags, options)
         topics = _topics(bags, model, options)
+        diagnose.check_effort_entries(bags, topics, model)
+        diagnose.check_one_recording(bags)
         outdir.claim(options.out)
         predict = _prepare_kernels(model, options)
         config = pipeline.PipelineConfig(acceleration_source=pipeline.AccelerationSource.ZERO)
         stream = SampleStream(bags, model, topics, config)
-        summary = ResidualSummary(tuple(model.joint_names))
-        recorder = PlotRecorder(tuple(model.joint_names))
+        names, kinds = tuple(model.joint_names), joint_kinds(model)
+        summary = ResidualSummary(names, kinds)
+        recorder = PlotRecorder(names, kinds, effort_label="commanded" if topics.effort else "measured",
+                                gravity=bool(np.any(model.gravity)))
         identifier = (Identifier(parse_targets(model, options.identify), bags.message_count([topics.joint_states]))
                       if options.identify else None)
         with OutputWriter(options.out, model, config) as writer:
             skipped_rows = _stream(stream, model, options, writer, summary, recorder, predict, identifier)
-        problems = bags.problems()
+        problems = bags.problems() + diagnose.effort_warnings(summary, bags, topics, model)
         skipped_types = bags.undecodable()
     files = [str(p) for p in recorder.save(options.out)] if options.plots else []
     identification = None
     if identifier is not None:
         identification, ident_files = identifier.finish(options.out, options.plots)
         files += [str(p) for p in ident_files]
-    skipped = dict(stream.skipped)
-    if skipped_rows:
-        skipped["no_acceleration_estimate"] = skipped_rows
+    skipped = dict(stream.skipped) | skipped_rows
     report = ReplayReport(
         bags=[str(p) for p in paths], out=str(options.out), received=stream.received,
         processed=summary.samples, skipped=skipped, published=dict(writer.counts),
@@ -181,7 +191,9 @@ def _topics(bags: BagSet, model: Any, options: ReplayOptions) -> Topics:
     missing = [t for t in needed if t not in available]
     if missing:
         raise ReplayError(f"topics {missing} are not in the bags; they hold {sorted(available)}")
-    return Topics(options.joint_states_topic, odom, options.effort_topic, options.effort_joints)
+    topics = Topics(options.joint_states_topic, odom, options.effort_topic, options.effort_joints)
+    diagnose.check_topic_types(bags, topics)
+    return topics
 
 
 def _prepare_kernels(model: Any, options: ReplayOptions) -> bool:
@@ -207,18 +219,28 @@ def _prepare_kernels(model: Any, options: ReplayOptions) -> bool:
 
 def _stream(stream: SampleStream, model: Any, options: ReplayOptions, writer: OutputWriter,
             summary: ResidualSummary, recorder: PlotRecorder, predict: bool,
-            identifier: Identifier | None = None) -> int:
-    """Runs every block through the dynamics; returns the rows without an acceleration."""
+            identifier: Identifier | None = None) -> dict[str, int]:
+    """Runs every block through the dynamics; returns the rows left out, by reason: no
+    acceleration estimate, outside the --start/--end window (which still feeds the derivative)."""
     differentiator = StreamingDifferentiator(options.savgol)
     progress = _progress_bar(stream, options)
-    dropped = 0
+    dropped: dict[str, int] = {}
+    window = (-math.inf if options.start_s is None else options.start_s,
+              math.inf if options.end_s is None else options.end_s)
+
+    def leave_out(block: SampleBlock, accel: NDArray[np.float64], ok: NDArray[np.bool_], reason: str
+                  ) -> tuple[SampleBlock, NDArray[np.float64]]:
+        if ok.all():
+            return block, accel
+        dropped[reason] = dropped.get(reason, 0) + int((~ok).sum())
+        return block.slice_rows(ok), accel[ok]
 
     def process(block: SampleBlock, accel: NDArray[np.float64]) -> None:
-        nonlocal dropped
-        ok = np.asarray(np.isfinite(accel).all(axis=1), dtype=np.bool_)
-        if not ok.all():  # an isolated sample between gaps has no derivative
-            dropped += int((~ok).sum())
-            block, accel = block.slice_rows(ok), accel[ok]
+        # an isolated sample between gaps has no derivative
+        block, accel = leave_out(block, accel, np.isfinite(accel).all(axis=1), "no_acceleration_estimate")
+        assert recorder.t0 is not None
+        t = block.stamp_ns * 1e-9 - recorder.t0
+        block, accel = leave_out(block, accel, (t >= window[0]) & (t <= window[1]), "outside_window")
         if len(block):
             _process_block(block, accel, model, options, writer, summary, recorder, predict)
             if identifier is not None:
@@ -226,6 +248,8 @@ def _stream(stream: SampleStream, model: Any, options: ReplayOptions, writer: Ou
 
     try:
         for block in stream.blocks(options.chunk_size, progress):
+            if recorder.t0 is None:
+                recorder.t0 = int(block.stamp_ns[0]) * 1e-9
             for done, accel in differentiator.feed(block):
                 process(done, accel)
         for done, accel in differentiator.finish():

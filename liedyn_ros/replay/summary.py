@@ -4,6 +4,9 @@ torque residual = measured effort - inverse-dynamics torque (RNEA at the estimat
 acceleration): what the model does not explain (friction, payload, model errors, contacts).
 acceleration residual = predicted acceleration (ABA with the measured effort) - estimated
 acceleration (derivative of the recorded velocities).
+
+Units follow each joint: N m and rad/s^2 for a revolute (or continuous) joint, N and m/s^2 for
+a prismatic one, in the printed table and in the keys of summary.json.
 """
 
 from __future__ import annotations
@@ -59,16 +62,38 @@ class Running:
         }
 
 
+# (torque, acceleration) units by joint kind, as printed and as written in summary.json keys.
+UNITS = {"revolute": ("N m", "rad/s^2"), "prismatic": ("N", "m/s^2")}
+KEY_UNITS = {"N m": "Nm", "N": "N", "rad/s^2": "rad_s2", "m/s^2": "m_s2"}
+
+
+def joint_kinds(model: Any) -> tuple[str, ...]:
+    """'prismatic' or 'revolute' (continuous joints too) for each of the model's joints."""
+    types = dict(zip(model.body_joints, model.body_types))
+    return tuple("prismatic" if types.get(j) == "prismatic" else "revolute" for j in model.joint_names)
+
+
 @dataclass
 class ResidualSummary:
+    """Residual statistics per joint, and the range of the measured effort (to tell an all-zero
+    or constant effort, which leaves no residual worth the name)."""
+
     joint_names: tuple[str, ...]
+    kinds: tuple[str, ...] = ()
     torque: Running = field(init=False)
     acceleration: Running = field(init=False)
+    effort_count: NDArray[np.int64] = field(init=False)
+    effort_low: NDArray[np.float64] = field(init=False)
+    effort_high: NDArray[np.float64] = field(init=False)
     samples: int = 0
 
     def __post_init__(self) -> None:
-        self.torque = Running(len(self.joint_names))
-        self.acceleration = Running(len(self.joint_names))
+        n = len(self.joint_names)
+        self.kinds = self.kinds or ("revolute",) * n
+        self.torque = Running(n)
+        self.acceleration = Running(n)
+        self.effort_count = np.zeros(n, dtype=np.int64)
+        self.effort_low, self.effort_high = np.full(n, np.inf), np.full(n, -np.inf)
 
     def add(self, effort: NDArray[np.float64], tau_id: NDArray[np.float64],
             qdd_pred: NDArray[np.float64] | None, qdd_est: NDArray[np.float64]) -> None:
@@ -77,18 +102,21 @@ class ResidualSummary:
         self.torque.add(effort - tau_id)
         if qdd_pred is not None:
             self.acceleration.add(qdd_pred - qdd_est)
+        ok = np.isfinite(effort)
+        self.effort_count += ok.sum(axis=0)
+        self.effort_low = np.minimum(self.effort_low, np.where(ok, effort, np.inf).min(axis=0, initial=np.inf))
+        self.effort_high = np.maximum(self.effort_high, np.where(ok, effort, -np.inf).max(axis=0, initial=-np.inf))
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "samples": self.samples,
-            "joints": {
-                name: {
-                    "torque_residual_Nm": self.torque.stats(j),
-                    "acceleration_residual_rad_s2": self.acceleration.stats(j),
-                }
-                for j, name in enumerate(self.joint_names)
-            },
-        }
+        joints = {}
+        for j, (name, kind) in enumerate(zip(self.joint_names, self.kinds)):
+            torque, acc = UNITS[kind]
+            joints[name] = {
+                "type": kind,
+                f"torque_residual_{KEY_UNITS[torque]}": self.torque.stats(j),
+                f"acceleration_residual_{KEY_UNITS[acc]}": self.acceleration.stats(j),
+            }
+        return {"samples": self.samples, "joints": joints}
 
     def table(self) -> str:
         return format_table(self.as_dict())
@@ -101,18 +129,20 @@ def format_table(summary: dict[str, Any]) -> str:
     """Fixed-width text table of a summary dict (as saved in summary.json)."""
     width = max([16] + [len(name) for name in summary["joints"]])
     head = (
-        f"{'joint':<{width}} {'n':>7} | {'tau res RMS':>11} {'mean':>9} {'max|.|':>9} "
+        f"{'joint':<{width}} {'units':>12} {'n':>7} | {'tau res RMS':>11} {'mean':>9} {'max|.|':>9} "
         f"| {'qdd res RMS':>11} {'mean':>9} {'max|.|':>9}"
     )
     lines = [
-        f"{'':<{width + 8}} | effort - ID torque [N m or N]  | predicted - estimated qdd [rad/s^2 or m/s^2]",
+        f"{'':<{width + 21}} | effort - ID torque              | predicted - estimated qdd",
         head,
         "-" * len(head),
     ]
     for name, row in summary["joints"].items():
-        t, a = row["torque_residual_Nm"], row["acceleration_residual_rad_s2"]
+        t = next(v for k, v in row.items() if k.startswith("torque_residual_"))
+        a = next(v for k, v in row.items() if k.startswith("acceleration_residual_"))
+        units = ", ".join(UNITS[row.get("type", "revolute")])
         lines.append(
-            f"{name:<{width}} {t['count']:>7} | {_num(t['rms'], 11)} {_num(t['mean'], 9)} "
+            f"{name:<{width}} {units:>12} {t['count']:>7} | {_num(t['rms'], 11)} {_num(t['mean'], 9)} "
             f"{_num(t['max_abs'], 9)} | {_num(a['rms'], 11)} {_num(a['mean'], 9)} {_num(a['max_abs'], 9)}"
         )
     return "\n".join(lines)
