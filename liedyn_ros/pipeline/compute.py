@@ -50,6 +50,7 @@ def compute_outputs(
     base_pose: FloatArray | None = None,
     *,
     ff_state: tuple[FloatArray, FloatArray] | None = None,
+    friction: core.Friction | None = None,
 ) -> DynamicsOutputs:
     """Feedforward, gravity and predicted accelerations, batched over leading dimensions.
 
@@ -59,10 +60,13 @@ def compute_outputs(
     ``ff_state = (q_ff, v_ff)`` evaluates the feedforward at another state (the reference
     trajectory) instead of (q, v). Returns joint-space parts of length n; the base parts go
     to ``base_wrench`` / ``base_acc_pred``. A single sample of contiguous float64 vectors
-    takes the core's single-sample fast path (the node's case).
+    takes the core's single-sample fast path (the node's case). ``friction`` adds its torque
+    at the feedforward's joint velocities to tau_ff (friction compensation).
     """
     q_ff, v_ff = (q, v) if ff_state is None else ff_state
     tau_ff_full = core.rnea(model, q_ff, v_ff, a, base_pose=base_pose)
+    if friction is not None:
+        tau_ff_full[..., model.nv - model.n:] += core.friction_torque(friction, v_ff[..., model.nv - model.n:])
     tau_g_full = core.gravity(model, q, base_pose=base_pose)
     acc_full = _predict_accelerations(model, q, v, effort, base_pose)
     if not model.floating_base:
