@@ -5,6 +5,7 @@ Console script ``dynamics_node``; parameters in config/dynamics.yaml; topics in 
 """
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -33,12 +34,15 @@ from liedyn_ros.pipeline import (
     TOPIC_FEEDFORWARD,
     TOPIC_GRAVITY,
     TOPIC_PREDICTED_ACCELERATION,
+    TOPIC_UNCONSTRAINED_FEEDFORWARD,
+    ContactSource,
     DynamicsPipeline,
     MessageClasses,
     OutputMessageFactory,
     PipelineConfig,
+    config_from_parameters,
+    contact_wrench_topic,
 )
-from liedyn_ros.pipeline.payload import DYNAMICS_PARAMETERS, Dynamics, dynamics_from
 
 # name -> (default, description); the types follow the defaults.
 PARAMETERS: dict[str, tuple[Any, str]] = {
@@ -58,21 +62,29 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "publish_effort_command": (False, "also publish feedforward torques on effort_command"),
     "command_joints": ([""], "effort_command joint order; ['']: the model's joint order"),
     "warn_period": (5.0, "min seconds between two warnings of the same kind"),
+    "contact_links": ([""], "links in contact with the ground; ['']: none (unconstrained outputs)"),
+    "contact_types": (["point"], "point | flat, one for all contacts or one per contact"),
+    "contact_offsets": ([0.0, 0.0, 0.0], "contact point x, y, z in the link frame [m], for all or per contact"),
+    "friction_coefficient": (0.7, "Coulomb friction coefficient of the contacts (> 0)"),
+    "contact_source": ("all", "all | topic (contact_state) | wrench (foot sensors) | kinematic"),
+    "contact_solution": ("min_torque", "min_torque | min_force, when the contacts do not fix the forces"),
+    "contact_max_age": (0.02, "max |joint state stamp - contact state stamp| [s]"),
+    "contact_force_threshold": (20.0, "wrench source: contact when |force| exceeds this [N]"),
+    "contact_wrench_topics": ([""], "wrench source: one topic per contact; ['']: contact_sensor/<link>"),
+    "contact_height": (0.02, "kinematic source: max contact point height above ground_height [m]"),
+    "contact_speed": (0.1, "kinematic source: max contact point speed [m/s]"),
+    "ground_height": (0.0, "kinematic source: world height of the ground plane [m]"),
+    "publish_unconstrained": (False, "with contacts, also publish unconstrained/feedforward_torque"),
     "diagnostics_period": (1.0, "seconds between /diagnostics messages"),
-    **DYNAMICS_PARAMETERS,  # payload, friction, inertial parameters: swapped in at run time
 }
 # diagnostic_msgs/DiagnosticStatus levels. The generated class serves them through its
 # metaclass, which the type stubs model as instance attributes; spelled out here instead.
 DIAG_OK, DIAG_WARN, DIAG_ERROR = b"\x00", b"\x01", b"\x02"
-MODEL_PARAMETERS = {"robot_description", "floating_base", "gravity"}
-NODE_ONLY_PARAMETERS = MODEL_PARAMETERS | {"diagnostics_period"} | set(DYNAMICS_PARAMETERS)
 
 
 def config_from(values: dict[str, Any]) -> PipelineConfig:
     """PipelineConfig from parameter values; raises ValueError naming a bad parameter."""
-    kwargs = {k: v for k, v in values.items() if k not in NODE_ONLY_PARAMETERS}
-    kwargs["command_joints"] = tuple(j for j in kwargs.get("command_joints", ()) if j)
-    return PipelineConfig(**kwargs)
+    return config_from_parameters(values)
 
 
 class DynamicsNode(Node):
@@ -91,10 +103,9 @@ class DynamicsNode(Node):
         self._description = ""
         self._model_status = "waiting for robot_description"
         self._rebuild = False
-        self._urdf_model: Any = None  # the model before payload and corrections
-        self._swap: Dynamics | None = None  # accepted payload/friction change, swapped in next sample
         self._last_diag = (time.monotonic(), 0, 0)
         self._outputs = self._create_publishers()
+        self._contact_subscriptions: list[Any] = []
         self._create_subscriptions()
         period = float(self.get_parameter("diagnostics_period").value)
         self.create_timer(period, self._publish_diagnostics)
@@ -110,6 +121,7 @@ class DynamicsNode(Node):
             TOPIC_BASE_WRENCH: geometry_msgs.WrenchStamped,
             TOPIC_BASE_ACCELERATION: geometry_msgs.AccelStamped,
             TOPIC_EFFORT_COMMAND: std_msgs.Float64MultiArray,
+            TOPIC_UNCONSTRAINED_FEEDFORWARD: sensor_msgs.JointState,
         }
         pubs = {topic: self.create_publisher(kind, topic, 10) for topic, kind in types.items()}
         self._diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
@@ -133,6 +145,26 @@ class DynamicsNode(Node):
         )
         # Relative: /robot_description at the root, or robot_state_publisher's topic in our namespace.
         self.create_subscription(std_msgs.String, "robot_description", self._on_description, latched)
+
+    def _wire_contacts(self, config: PipelineConfig) -> None:
+        """Contact wrench publishers and the contact-state subscriptions of ``contact_source``."""
+        for sub in self._contact_subscriptions:
+            self.destroy_subscription(sub)
+        self._contact_subscriptions = []
+        for link in config.contact_links:
+            topic = contact_wrench_topic(link)
+            if topic not in self._outputs:
+                self._outputs[topic] = self.create_publisher(geometry_msgs.WrenchStamped, topic, 10)
+        source = config.contact_source
+        if source is ContactSource.TOPIC:
+            self._contact_subscriptions.append(self.create_subscription(
+                std_msgs.UInt8MultiArray, "contact_state", self._on_contact_state, qos_profile_sensor_data))
+        elif source is ContactSource.WRENCH:
+            topics = config.contact_wrench_topics or tuple(f"contact_sensor/{link}" for link in config.contact_links)
+            for index, topic in enumerate(topics):
+                self._contact_subscriptions.append(self.create_subscription(
+                    geometry_msgs.WrenchStamped, topic,
+                    functools.partial(self._on_contact_wrench, index), qos_profile_sensor_data))
 
     # -- model ----------------------------------------------------------------------------
 
@@ -159,18 +191,17 @@ class DynamicsNode(Node):
         try:
             model = core.load_urdf(description, floating_base=bool(values["floating_base"]))
             model = model.with_gravity(np.asarray(values["gravity"], dtype=np.float64))
-            dynamics = dynamics_from(model, values)
             config = config_from(values)
             factory = OutputMessageFactory(self._classes, model, config)
+            logger = self.get_logger()
+            pipeline = DynamicsPipeline(model, config, log=lambda text: logger.warning(text))
         except ValueError as exc:
             self._pipeline = self._factory = None
             self._model_status = f"model error: {exc}"
             self.get_logger().error(f"cannot build the dynamics model: {exc}")
             return
-        logger = self.get_logger()
-        self._urdf_model, self._swap = model, None
-        self._pipeline = DynamicsPipeline(dynamics.model, config, log=lambda text: logger.warning(text),
-                                          friction=dynamics.friction)
+        self._pipeline = pipeline
+        self._wire_contacts(config)
         logger.info("preparing the compiled dynamics (a minute on the first run after an install)")
         seconds = self._pipeline.prepare_kernels()
         self._factory = factory
@@ -180,8 +211,7 @@ class DynamicsNode(Node):
         logger.info(f"dynamics model ready in {seconds:.1f} s: {self._model_status}, joints {list(model.joint_names)}")
 
     def _validate_parameters(self, params: list[Parameter]) -> SetParametersResult:
-        """Reject bad values before they are set. Payload and friction changes alone build the new
-        model here and swap it in before the next sample; anything else rebuilds the pipeline."""
+        """Reject bad values before they are set; accepted ones rebuild the pipeline."""
         values = {name: self.get_parameter(name).value for name in PARAMETERS}
         values.update({p.name: p.value for p in params if p.name in PARAMETERS})
         try:
@@ -189,13 +219,9 @@ class DynamicsNode(Node):
             gravity = np.asarray(values["gravity"], dtype=np.float64)
             if gravity.shape != (3,) or not np.isfinite(gravity).all():
                 raise ValueError(f"gravity: expected 3 finite numbers, got {list(gravity)}")
-            dynamics = dynamics_from(self._urdf_model, values) if self._urdf_model is not None else None
         except (ValueError, TypeError) as exc:
             return SetParametersResult(successful=False, reason=str(exc))
-        if dynamics is not None and all(p.name in DYNAMICS_PARAMETERS for p in params):
-            self._swap = dynamics
-        else:
-            self._rebuild = True
+        self._rebuild = True
         return SetParametersResult(successful=True)
 
     def _apply_parameter_change(self) -> None:
@@ -210,10 +236,6 @@ class DynamicsNode(Node):
     def _on_joint_state(self, msg: sensor_msgs.JointState) -> None:
         if self._rebuild:
             self._apply_parameter_change()
-        if self._swap is not None and self._pipeline is not None:
-            self._pipeline.set_dynamics(self._swap)
-            self._swap = None
-            self.get_logger().info("payload/friction parameters applied")
         if self._pipeline is None or self._factory is None:
             return
         out = self._pipeline.on_joint_state(msg)
@@ -229,6 +251,14 @@ class DynamicsNode(Node):
     def _on_reference(self, msg: trajectory_msgs.JointTrajectory) -> None:
         if self._pipeline is not None:
             self._pipeline.on_reference(msg)
+
+    def _on_contact_state(self, msg: std_msgs.UInt8MultiArray) -> None:
+        if self._pipeline is not None:  # no header: stamped by its arrival
+            self._pipeline.on_contact_state(msg, self.get_clock().now().nanoseconds)
+
+    def _on_contact_wrench(self, index: int, msg: geometry_msgs.WrenchStamped) -> None:
+        if self._pipeline is not None:
+            self._pipeline.on_contact_wrench(index, msg)
 
     # -- diagnostics --------------------------------------------------------------------------
 
@@ -254,6 +284,12 @@ class DynamicsNode(Node):
                 KeyValue(key="compute_time_us_last", value=f"{stats.last_compute_s * 1e6:.1f}"),
             ]
             values += [KeyValue(key=f"skipped_{r.value}", value=str(c)) for r, c in stats.skipped.items()]
+            if pipe.contacts is not None:
+                values += [
+                    KeyValue(key="contact_pulling", value=str(stats.contact_pulling)),
+                    KeyValue(key="contact_outside_friction_cone", value=str(stats.contact_slipping)),
+                    KeyValue(key="contact_unbalanced", value=str(stats.contact_unbalanced)),
+                ]
             fresh_skips = total_skipped - skipped
             status.level = DIAG_WARN if fresh_skips else DIAG_OK
             status.message = f"{fresh_skips} samples skipped" if fresh_skips else "ok"

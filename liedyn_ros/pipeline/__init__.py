@@ -12,8 +12,10 @@ Data flow for one JointState, one module per stage::
                (decode_arrays: the same for a chunk      in model order)
                of messages as (N, n) arrays; the replay uses it)
     pair     pair_odometry (floating base)         -> base_pose T_world_base, base twist (omega, v)
+    contacts pair_contact_state, WrenchSensors, kinematic_contacts -> active contacts (k,)
     estimate acceleration source                   -> a (zero | estimated | reference)
     compute  compute_outputs(model, q, v, a, ...)  -> DynamicsOutputs (batched numpy, core calls)
+             (compute_contact_outputs: contact-consistent, with contact wrenches and checks)
     messages OutputMessageFactory.build(output)    -> {topic: message}
 
 ``stream.DynamicsPipeline`` runs these stages per message for the node; ``config`` holds the
@@ -21,15 +23,41 @@ settings and skip reasons. Conventions (shared/CONVENTIONS.md): twists (omega, v
 (m, f), angular first; the floating-base generalized velocity is the Odometry twist in
 child_frame_id, reordered angular-first; output stamps copy the JointState stamp.
 """
-from liedyn_ros.pipeline.compute import DynamicsOutputs, compute_outputs, prepare_kernels
+from liedyn_ros.pipeline.compute import (
+    DynamicsOutputs,
+    compute_contact_outputs,
+    compute_outputs,
+    contact_torques,
+    prepare_kernels,
+)
 from liedyn_ros.pipeline.config import (
+    NODE_ONLY_PARAMETERS,
     NS_PER_S,
     AccelerationSource,
+    ContactSource,
     FloatArray,
     Logger,
     Model,
     PipelineConfig,
     SkipReason,
+    config_from_parameters,
+)
+from liedyn_ros.pipeline.contacts import (
+    ContactChecks,
+    Contacts,
+    ContactState,
+    WrenchSensors,
+    contact_frames,
+    contact_wrenches,
+    decode_contact_flags,
+    decode_contact_wrench,
+    forces_closest_to,
+    joint_torques,
+    kinematic_contacts,
+    pair_contact_state,
+    resolve_contacts,
+    stacked_forces,
+    wrench_at_link,
 )
 from liedyn_ros.pipeline.decode import (
     JointBlock,
@@ -45,19 +73,28 @@ from liedyn_ros.pipeline.estimate import AccelerationEstimator, estimate_acceler
 from liedyn_ros.pipeline.messages import (
     TOPIC_BASE_ACCELERATION,
     TOPIC_BASE_WRENCH,
+    TOPIC_CONTACT_WRENCH,
     TOPIC_EFFORT_COMMAND,
     TOPIC_FEEDFORWARD,
     TOPIC_GRAVITY,
     TOPIC_PREDICTED_ACCELERATION,
+    TOPIC_UNCONSTRAINED_FEEDFORWARD,
     MessageClasses,
     OutputMessageFactory,
     command_indices,
+    contact_wrench_topic,
     double_array,
 )
 from liedyn_ros.pipeline.pair import BaseState, Reference, decode_odometry, decode_reference, pair_odometry
 from liedyn_ros.pipeline.stream import DynamicsPipeline, PipelineOutput, PipelineStats, RateLimitedWarner
 
 __all__ = [
+    "NODE_ONLY_PARAMETERS", "config_from_parameters",
+    "TOPIC_CONTACT_WRENCH", "TOPIC_UNCONSTRAINED_FEEDFORWARD", "ContactSource", "ContactChecks",
+    "Contacts", "ContactState", "WrenchSensors", "compute_contact_outputs", "contact_frames",
+    "contact_torques", "contact_wrench_topic", "contact_wrenches", "decode_contact_flags",
+    "decode_contact_wrench", "forces_closest_to", "joint_torques", "kinematic_contacts",
+    "pair_contact_state", "resolve_contacts", "stacked_forces", "wrench_at_link",
     "NS_PER_S", "TOPIC_BASE_ACCELERATION", "TOPIC_BASE_WRENCH", "TOPIC_EFFORT_COMMAND",
     "TOPIC_FEEDFORWARD", "TOPIC_GRAVITY", "TOPIC_PREDICTED_ACCELERATION",
     "AccelerationEstimator", "AccelerationSource", "BaseState", "DynamicsOutputs",

@@ -5,9 +5,13 @@ import time
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import NDArray
 
 from liedyn_ros import core
 from liedyn_ros.pipeline.config import FloatArray
+from liedyn_ros.pipeline.contacts import (
+    ContactChecks, Contacts, check_forces, contact_frames, contact_wrenches, forces_closest_to, joint_torques,
+)
 
 
 class DynamicsOutputs(NamedTuple):
@@ -18,6 +22,10 @@ class DynamicsOutputs(NamedTuple):
     without efforts). Floating base only: base_wrench = rnea's base part (m, f) in the base
     frame, the wrench the environment must apply to the base for this motion;
     base_acc_pred = aba's base part, dV_base/dt (omega', v') with the base unactuated.
+    With contacts (:func:`compute_contact_outputs`): tau_ff, tau_g and the predictions are the
+    contact-consistent ones; contact_active (..., k); contact_wrench (..., k, 6) what each
+    contact applies, (m, f) at the contact point in link axes, zero when inactive; tau_free
+    the unconstrained tau_ff; checks the friction-cone and pulling violations.
     (A NamedTuple: built once per message in the node, several times cheaper than a frozen
     dataclass.)
     """
@@ -27,15 +35,18 @@ class DynamicsOutputs(NamedTuple):
     qdd_pred: FloatArray | None = None
     base_wrench: FloatArray | None = None
     base_acc_pred: FloatArray | None = None
+    contact_active: NDArray[np.bool_] | None = None
+    contact_wrench: FloatArray | None = None
+    tau_free: FloatArray | None = None
+    checks: ContactChecks | None = None
 
     def row(self, i: int) -> DynamicsOutputs:
         """Sample ``i`` of a batch (the replay builds one message set per row)."""
-        def pick(x: FloatArray | None) -> FloatArray | None:
+        def pick(x: Any) -> Any:
+            if isinstance(x, ContactChecks):
+                return ContactChecks(*(y[i] for y in x))
             return None if x is None else x[i]
-        return DynamicsOutputs(
-            self.tau_ff[i], self.tau_g[i], pick(self.qdd_pred),
-            pick(self.base_wrench), pick(self.base_acc_pred),
-        )
+        return DynamicsOutputs(*(pick(x) for x in self))
 
 
 _NO_BASE_WRENCH = np.zeros(6)  # aba's base part of the generalized force: a free-floating base
@@ -50,7 +61,6 @@ def compute_outputs(
     base_pose: FloatArray | None = None,
     *,
     ff_state: tuple[FloatArray, FloatArray] | None = None,
-    friction: core.Friction | None = None,
 ) -> DynamicsOutputs:
     """Feedforward, gravity and predicted accelerations, batched over leading dimensions.
 
@@ -60,13 +70,10 @@ def compute_outputs(
     ``ff_state = (q_ff, v_ff)`` evaluates the feedforward at another state (the reference
     trajectory) instead of (q, v). Returns joint-space parts of length n; the base parts go
     to ``base_wrench`` / ``base_acc_pred``. A single sample of contiguous float64 vectors
-    takes the core's single-sample fast path (the node's case). ``friction`` adds its torque
-    at the feedforward's joint velocities to tau_ff (friction compensation).
+    takes the core's single-sample fast path (the node's case).
     """
     q_ff, v_ff = (q, v) if ff_state is None else ff_state
     tau_ff_full = core.rnea(model, q_ff, v_ff, a, base_pose=base_pose)
-    if friction is not None:
-        tau_ff_full[..., model.nv - model.n:] += core.friction_torque(friction, v_ff[..., model.nv - model.n:])
     tau_g_full = core.gravity(model, q, base_pose=base_pose)
     acc_full = _predict_accelerations(model, q, v, effort, base_pose)
     if not model.floating_base:
@@ -118,3 +125,98 @@ def prepare_kernels(model: Any, *, batch: bool = False) -> float:
     pose = np.broadcast_to(np.eye(4), lead + (4, 4)).copy() if model.floating_base else None
     compute_outputs(model, q, v, v, tau, pose)
     return time.perf_counter() - start
+
+
+def compute_contact_outputs(
+    model: Any,
+    contacts: Contacts,
+    q: FloatArray,
+    v: FloatArray,
+    a: FloatArray,
+    effort: FloatArray | None,
+    base_pose: FloatArray | None,
+    active: NDArray[np.bool_],
+    *,
+    solution: str = "min_torque",
+    ff_state: tuple[FloatArray, FloatArray] | None = None,
+) -> DynamicsOutputs:
+    """:func:`compute_outputs` with the active contacts (..., k) holding their points still.
+
+    tau_ff: core.constrained_rnea (M a + h = [0; tau] + A^T lam, the base passive, ``solution``
+    among many); tau_g: the same at rest; predictions: core.constrained_aba with the measured
+    efforts. Samples without an active contact (flight) keep the unconstrained outputs: the
+    base then falls freely. base_wrench stays the unconstrained one: the wrench the contacts
+    apply to the base in total. Measured states are never exactly on the contacts, so the
+    contact velocity is not checked (tol=inf); when no contact force balances the base (two
+    feet and a rotation about the line through them in the estimated acceleration), the forces
+    are the least-squares ones of :func:`~liedyn_ros.pipeline.contacts.forces_closest_to` and
+    the sample is flagged ``checks.unbalanced``.
+    """
+    free = compute_outputs(model, q, v, a, effort, base_pose, ff_state=ff_state)
+    active = np.asarray(active, dtype=bool)
+    wrench = np.zeros(active.shape + (6,))
+    unbalanced = np.zeros(active.shape[:-1], dtype=bool)
+    out = free._replace(contact_active=active, contact_wrench=wrench, tau_free=free.tau_ff)
+    rows = np.asarray(active.any(axis=-1))
+    take: Any = ... if active.ndim == 1 else rows  # one sample: all of it
+    if rows.any():
+        q_ff, v_ff = (q, v) if ff_state is None else ff_state
+        pose = None if base_pose is None else base_pose[take]
+        tau_ff, tau_g = np.array(free.tau_ff), np.array(free.tau_g)
+        rest = np.zeros_like(v[take])
+        tau_ff[take], lam, unbalanced[take] = contact_torques(
+            model, contacts, q_ff[take], v_ff[take], a[take], pose, active[take], solution)
+        tau_g[take], _, _ = contact_torques(model, contacts, q[take], rest, rest, pose, active[take], solution)
+        wrench[take] = contact_wrenches(contacts, lam)
+        wrench[~active] = 0.0  # the core's inactive rows are zero up to rounding
+        out = out._replace(tau_ff=tau_ff, tau_g=tau_g)
+        if effort is not None and free.qdd_pred is not None:
+            out = _constrained_predictions(model, contacts, q, v, effort, base_pose, active, rows, out)
+    T_wc = contact_frames(model, contacts, q, base_pose)
+    pulling, slipping = check_forces(contacts, T_wc, wrench, active)
+    return out._replace(checks=ContactChecks(pulling, slipping, unbalanced))
+
+
+def contact_torques(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray, a: FloatArray,
+                    base_pose: FloatArray | None, active: NDArray[np.bool_], solution: str
+                    ) -> tuple[FloatArray, FloatArray, NDArray[np.bool_]]:
+    """(tau (..., n), lam (..., m), unbalanced (...,)): the joint torques and contact forces
+    that realise (q, v, a), by core.constrained_rnea, or by least squares where no contact
+    force balances the base exactly (flagged unbalanced)."""
+    nb = model.nv - model.n
+    try:
+        tau, lam = core.constrained_rnea(model, q, v, a, contacts.constraints, base_pose=base_pose,
+                                         active=active, solution=solution, tol=np.inf)
+        return tau[..., nb:], lam, np.zeros(np.shape(q)[:-1], dtype=bool)
+    except ValueError:  # the inputs passed compute_outputs: no force balances the base
+        pass
+    tau_full = core.rnea(model, q, v, a, base_pose=base_pose)
+    A = core.constraint_jacobian(model, q, contacts.constraints, base_pose=base_pose)
+    rows = np.repeat(active, np.diff(contacts.rows), axis=-1)
+    lam = forces_closest_to(tau_full, A, np.zeros(np.shape(q)), nb, rows)
+    base = tau_full[..., :nb] - np.einsum("...mi,...m->...i", A[..., :nb], lam)
+    scale = np.maximum(1.0, np.abs(tau_full[..., :nb]).max(axis=-1, initial=0.0))
+    return joint_torques(tau_full, A, lam, nb), lam, np.abs(base).max(axis=-1, initial=0.0) > 1e-6 * scale
+
+
+def _constrained_predictions(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray, effort: FloatArray,
+                             base_pose: FloatArray | None, active: NDArray[np.bool_], rows: NDArray[np.bool_],
+                             out: DynamicsOutputs) -> DynamicsOutputs:
+    """constrained_aba on the rows in contact that have efforts (the base passive)."""
+    assert out.qdd_pred is not None
+    nb = model.nv - model.n
+    tau = np.concatenate((np.zeros(effort.shape[:-1] + (nb,)), effort), axis=-1)
+    sel: Any = ...
+    if effort.ndim > 1:
+        sel = rows & np.isfinite(effort).all(axis=-1)
+        if not sel.any():
+            return out
+    acc, _ = core.constrained_aba(model, q[sel], v[sel], tau[sel], contacts.constraints, tol=np.inf,
+                                  base_pose=None if base_pose is None else base_pose[sel], active=active[sel])
+    qdd = np.array(out.qdd_pred)
+    qdd[sel] = acc[..., nb:]
+    if out.base_acc_pred is None:
+        return out._replace(qdd_pred=qdd)
+    base = np.array(out.base_acc_pred)
+    base[sel] = acc[..., :nb]
+    return out._replace(qdd_pred=qdd, base_acc_pred=base)

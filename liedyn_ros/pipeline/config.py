@@ -4,7 +4,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -41,6 +41,9 @@ class SkipReason(str, enum.Enum):
     STALE_REFERENCE = "stale_reference"        # reference older than reference_max_age
     BAD_REFERENCE = "bad_reference"            # trajectory without points, NaN, missing joint
     COMPUTE_ERROR = "compute_error"            # the core rejected the input (ValueError)
+    NO_CONTACT_STATE = "no_contact_state"      # contact_source topic/wrench, nothing received yet
+    STALE_CONTACT_STATE = "stale_contact_state"  # contact state further than contact_max_age
+    BAD_CONTACT_STATE = "bad_contact_state"    # wrong number of flags, NaN in a wrench
 
 
 class AccelerationSource(str, enum.Enum):
@@ -51,6 +54,19 @@ class AccelerationSource(str, enum.Enum):
     REFERENCE = "reference"  # computed-torque feedforward from the latest JointTrajectory
 
 
+class ContactSource(str, enum.Enum):
+    """Which contacts are active at a sample."""
+
+    ALL = "all"              # every configured contact, always
+    TOPIC = "topic"          # std_msgs/UInt8MultiArray on contact_state, one flag per contact
+    WRENCH = "wrench"        # a WrenchStamped per contact: active when |f| > contact_force_threshold
+    KINEMATIC = "kinematic"  # the contact point is near the ground plane and nearly still
+
+
+CONTACT_KINDS = ("point", "flat")
+CONTACT_SOLUTIONS = ("min_torque", "min_force")
+
+
 @dataclass(frozen=True)
 class PipelineConfig:
     """Pipeline settings; field names match the node's ROS parameters.
@@ -58,6 +74,12 @@ class PipelineConfig:
     ``odom_max_age``, ``estimator_window``, ``reference_max_age`` and ``warn_period`` are in
     seconds. ``reference_max_age`` <= 0 disables the reference age check. ``command_joints``
     empty means the model's joint order. ``base_link`` empty means the model's root link.
+
+    Contacts (none when ``contact_links`` is empty): ``contact_types`` and ``contact_offsets``
+    (x, y, z of the contact point in the link frame) hold one entry for all contacts or one
+    per contact; ``contact_wrench_topics`` empty means ``contact_sensor/<link>``. Ages in
+    seconds, ``contact_force_threshold`` in N, ``contact_height`` (above ``ground_height``,
+    world z) in m, ``contact_speed`` in m/s.
     """
 
     acceleration_source: AccelerationSource = AccelerationSource.ZERO
@@ -73,6 +95,19 @@ class PipelineConfig:
     publish_effort_command: bool = False
     command_joints: tuple[str, ...] = ()
     warn_period: float = 5.0
+    contact_links: tuple[str, ...] = ()
+    contact_types: tuple[str, ...] = ("point",)
+    contact_offsets: tuple[float, ...] = (0.0, 0.0, 0.0)
+    friction_coefficient: float = 0.7
+    contact_source: ContactSource = ContactSource.ALL
+    contact_solution: str = "min_torque"
+    contact_max_age: float = 0.02
+    contact_force_threshold: float = 20.0
+    contact_wrench_topics: tuple[str, ...] = ()
+    contact_height: float = 0.02
+    contact_speed: float = 0.1
+    ground_height: float = 0.0
+    publish_unconstrained: bool = False
 
     def __post_init__(self) -> None:
         # Accept the plain string a ROS parameter gives, and fail on anything else.
@@ -94,6 +129,53 @@ class PipelineConfig:
             )
         if not math.isfinite(self.reference_max_age):
             raise ValueError(f"reference_max_age: {self.reference_max_age} is not finite")
+        self._check_contacts()
+
+    def _check_contacts(self) -> None:
+        for name in ("contact_links", "contact_types", "contact_offsets", "contact_wrench_topics"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        try:
+            source = ContactSource(self.contact_source)
+        except ValueError:
+            choices = ", ".join(s.value for s in ContactSource)
+            raise ValueError(f"contact_source: {self.contact_source!r} is not one of {choices}") from None
+        object.__setattr__(self, "contact_source", source)
+        k = len(self.contact_links)
+        if len(set(self.contact_links)) != k:
+            raise ValueError(f"contact_links: a link appears twice in {list(self.contact_links)}")
+        bad = [t for t in self.contact_types if t not in CONTACT_KINDS]
+        if bad or len(self.contact_types) not in (1, k):
+            raise ValueError(f"contact_types: {list(self.contact_types)} must be one of {CONTACT_KINDS} "
+                             f"for all contacts or one per contact ({k})")
+        if len(self.contact_offsets) not in (3, 3 * k) or not all(map(math.isfinite, self.contact_offsets)):
+            raise ValueError(f"contact_offsets: {list(self.contact_offsets)} must be x, y, z for all "
+                             f"contacts or per contact ({3 * k} numbers), finite")
+        if len(self.contact_wrench_topics) not in (0, k):
+            raise ValueError(f"contact_wrench_topics: {len(self.contact_wrench_topics)} topics for {k} contacts")
+        if self.contact_solution not in CONTACT_SOLUTIONS:
+            raise ValueError(f"contact_solution: {self.contact_solution!r} is not one of {CONTACT_SOLUTIONS}")
+        _require_positive("friction_coefficient", self.friction_coefficient)
+        _require_positive("contact_max_age", self.contact_max_age)
+        _require_positive("contact_force_threshold", self.contact_force_threshold, allow_zero=True)
+        _require_positive("contact_height", self.contact_height)
+        _require_positive("contact_speed", self.contact_speed)
+        if not math.isfinite(self.ground_height):
+            raise ValueError(f"ground_height: {self.ground_height} is not finite")
+
+
+# Parameters of the node that are not pipeline settings (the model's, the node's timers).
+NODE_ONLY_PARAMETERS = frozenset({"robot_description", "floating_base", "gravity", "diagnostics_period"})
+
+
+def config_from_parameters(values: dict[str, Any]) -> PipelineConfig:
+    """PipelineConfig from ROS parameter values (the node's, or a ros__parameters file's in the
+    replay); string lists drop empty entries (a ROS string[] cannot be empty, so [""] stands for
+    none). Raises ValueError naming a bad parameter, TypeError for an unknown one."""
+    kwargs = {k: v for k, v in values.items() if k not in NODE_ONLY_PARAMETERS}
+    for name in ("command_joints", "contact_links", "contact_wrench_topics"):
+        if name in kwargs:
+            kwargs[name] = tuple(j for j in kwargs[name] if j)
+    return PipelineConfig(**kwargs)
 
 
 def _require_positive(name: str, value: float, *, allow_zero: bool = False) -> None:

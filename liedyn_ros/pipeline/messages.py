@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from liedyn_ros.pipeline.config import NS_PER_S, FloatArray, PipelineConfig
+from liedyn_ros.pipeline.contacts import resolve_contacts, wrench_at_link
 from liedyn_ros.pipeline.stream import PipelineOutput
 
 # Output topic names (relative, in the node's namespace); the replay prefixes them.
@@ -18,6 +19,13 @@ TOPIC_PREDICTED_ACCELERATION = "predicted_acceleration"
 TOPIC_BASE_WRENCH = "base_wrench"
 TOPIC_BASE_ACCELERATION = "predicted_base_acceleration"
 TOPIC_EFFORT_COMMAND = "effort_command"
+TOPIC_UNCONSTRAINED_FEEDFORWARD = "unconstrained/feedforward_torque"
+TOPIC_CONTACT_WRENCH = "contact_wrench/"  # + the contact link
+
+
+def contact_wrench_topic(link: str) -> str:
+    """The output topic of a contact's wrench: contact_wrench/<link>."""
+    return TOPIC_CONTACT_WRENCH + link
 
 
 @dataclass(frozen=True)
@@ -113,6 +121,9 @@ class OutputMessageFactory:
         self.floating_base = bool(model.floating_base)
         self.command_index = command_indices(model.joint_names, config.command_joints)
         self._empty = classes.float_array(np.zeros(0))
+        contacts = resolve_contacts(model, config)
+        self.contact_links = () if contacts is None else contacts.links
+        self._contacts = contacts
 
     def build(self, out: PipelineOutput) -> dict[str, Any]:
         cfg, res = self.config, out.outputs
@@ -132,6 +143,13 @@ class OutputMessageFactory:
                 msgs[TOPIC_BASE_ACCELERATION] = self.accel(base_header, res.base_acc_pred)
         if cfg.publish_effort_command:
             msgs[TOPIC_EFFORT_COMMAND] = self.effort_command(res.tau_ff)
+        if self._contacts is not None and res.contact_active is not None and res.contact_wrench is not None:
+            if cfg.publish_unconstrained and res.tau_free is not None:
+                msgs[TOPIC_UNCONSTRAINED_FEEDFORWARD] = self.torque_state(header, res.tau_free)
+            wrench = wrench_at_link(self._contacts, res.contact_wrench)
+            for i in np.flatnonzero(res.contact_active).tolist():
+                link = self.contact_links[i]
+                msgs[contact_wrench_topic(link)] = self.wrench(self.header(out.stamp_ns, link), wrench[i])
         return msgs
 
     def header(self, stamp_ns: int, frame_id: str) -> Any:

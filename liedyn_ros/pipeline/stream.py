@@ -7,15 +7,19 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from liedyn_ros import core
 from liedyn_ros.core import SingularInertiaError
-from liedyn_ros.pipeline.compute import DynamicsOutputs, compute_outputs, prepare_kernels
+from liedyn_ros.pipeline.compute import DynamicsOutputs, compute_contact_outputs, compute_outputs, prepare_kernels
 from liedyn_ros.pipeline.config import (
-    NS_PER_S, AccelerationSource, FloatArray, Logger, PipelineConfig, SkipReason,
+    NS_PER_S, AccelerationSource, ContactSource, FloatArray, Logger, PipelineConfig, SkipReason,
+)
+from liedyn_ros.pipeline.contacts import (
+    ContactState, WrenchSensors, contact_frames, decode_contact_flags, kinematic_contacts,
+    pair_contact_state, resolve_contacts,
 )
 from liedyn_ros.pipeline.decode import JointSample, JointStateDecoder, stamp_to_ns
 from liedyn_ros.pipeline.estimate import AccelerationEstimator
 from liedyn_ros.pipeline.pair import BaseState, Reference, decode_odometry, decode_reference, pair_odometry
-from liedyn_ros.pipeline.payload import Dynamics
 
 
 class PipelineOutput(NamedTuple):
@@ -37,6 +41,11 @@ class PipelineStats:
     skipped: dict[SkipReason, int] = field(default_factory=dict)
     last_compute_s: float = 0.0
     total_compute_s: float = 0.0
+    # Contact forces that are not physical, never hidden: contacts pulling or outside the
+    # friction cone, samples whose motion no contact force realises (least squares used).
+    contact_pulling: int = 0
+    contact_slipping: int = 0
+    contact_unbalanced: int = 0
 
     @property
     def mean_compute_s(self) -> float:
@@ -64,9 +73,12 @@ class RateLimitedWarner:
 
 
 class DynamicsPipeline:
-    """JointState (+ Odometry, + reference JointTrajectory) -> :class:`PipelineOutput`.
+    """JointState (+ Odometry, + reference JointTrajectory, + contact state) -> :class:`PipelineOutput`.
 
-    ``on_joint_state`` returns None for a skipped sample, after counting the reason in
+    With ``contact_links`` configured the outputs are contact-consistent; the contact state
+    comes per ``contact_source`` from :meth:`on_contact_state` (flags), :meth:`on_contact_wrench`
+    (foot sensors), the kinematics, or is all contacts. Raises ValueError (naming the
+    parameter) for contacts the model cannot have. ``on_joint_state`` returns None for a skipped sample, after counting the reason in
     ``stats.skipped`` and emitting a rate-limited warning through ``log``.
     """
 
@@ -77,9 +89,8 @@ class DynamicsPipeline:
         *,
         log: Logger = lambda text: None,
         clock: Callable[[], float] = time.monotonic,
-        friction: Any = None,
     ) -> None:
-        self._dynamics = Dynamics(model, friction)
+        self.model = model
         self.config = config or PipelineConfig()
         self.decoder = JointStateDecoder(model)
         self.stats = PipelineStats()
@@ -97,6 +108,11 @@ class DynamicsPipeline:
         # Set when the model turns out to have no forward dynamics (a massless link on a moving
         # joint): the torques go on, the predicted accelerations stop.
         self._no_forward_dynamics = False
+        self.contacts = resolve_contacts(model, self.config)
+        self._contact_state: ContactState | None = None
+        self._sensors = None if self.contacts is None else WrenchSensors(
+            self.contacts, self.config.contact_force_threshold)
+        self._all_active = None if self.contacts is None else np.ones(self.contacts.k, dtype=bool)
         n_base = 6 if self._floating else 0
         # Inputs the core only reads, made once. (Writable: the core's single-sample fast path
         # refuses read-only arrays.)
@@ -105,18 +121,6 @@ class DynamicsPipeline:
         # when a trajectory arrives; per sample only v_ff's base part changes.
         self._reference_a = self._zero_acceleration
         self._reference_v = self._zero_acceleration.copy()
-
-    @property
-    def model(self) -> Any:
-        return self._dynamics.model
-
-    def set_dynamics(self, dynamics: Dynamics) -> None:
-        """Swap model and friction (a payload grasped, friction retuned) in one assignment: every
-        sample is computed with the old pair or the new one, never half of each. The joints
-        must stay the same; the estimator, odometry and reference are kept."""
-        if tuple(dynamics.model.joint_names) != tuple(self.model.joint_names):
-            raise ValueError("model: a swapped model must have the same joints")
-        self._dynamics = dynamics
 
     # -- inputs -----------------------------------------------------------------------
 
@@ -156,6 +160,29 @@ class DynamicsPipeline:
         self._reference_a = np.concatenate((np.zeros(n_base), reference.qdd))
         self._reference_v = np.concatenate((np.zeros(n_base), reference.qd))
         return None
+
+    def on_contact_state(self, msg: Any, stamp_ns: int) -> SkipReason | None:
+        """Store a std_msgs array of contact flags (``contact_source: topic``), stamped by the
+        caller (its receive time: the arrays have no header)."""
+        if self.contacts is None:
+            return None
+        state = decode_contact_flags(msg, self.contacts.k, stamp_ns)
+        if isinstance(state, SkipReason):
+            self._skip(state, f"contact state rejected: expected {self.contacts.k} finite flags "
+                       f"in the order {list(self.contacts.links)}")
+            return state
+        self._contact_state = state
+        return None
+
+    def on_contact_wrench(self, index: int, msg: Any) -> SkipReason | None:
+        """Store contact ``index``'s foot sensor WrenchStamped (``contact_source: wrench``)."""
+        if self._sensors is None:
+            return None
+        reason = self._sensors.update(index, msg)
+        if reason is not None:
+            self._skip(reason, f"contact wrench of {self.contacts.links[index]} rejected: non-finite"
+                       if self.contacts else "contact wrench rejected")
+        return reason
 
     def on_joint_state(self, msg: Any) -> PipelineOutput | None:
         """Process one JointState; None when the sample is skipped."""
@@ -200,8 +227,11 @@ class DynamicsPipeline:
             if isinstance(state, SkipReason):
                 return state
             a, ff_state = state
+        active = self._active_contacts(sample, v, pose)
+        if isinstance(active, SkipReason):
+            return active
         try:
-            outputs = self._compute(sample, v, a, pose, ff_state)
+            outputs = self._compute(sample, v, a, pose, ff_state, active)
         except ValueError as exc:
             self._warner.warn("compute_error", f"dynamics rejected the sample: {exc}")
             return SkipReason.COMPUTE_ERROR
@@ -209,17 +239,58 @@ class DynamicsPipeline:
 
     def _compute(
         self, sample: JointSample, v: FloatArray, a: FloatArray, pose: FloatArray | None,
-        ff_state: tuple[FloatArray, FloatArray] | None,
+        ff_state: tuple[FloatArray, FloatArray] | None, active: np.ndarray | None,
     ) -> DynamicsOutputs:
-        """compute_outputs; a model without forward dynamics keeps its torques, not its predictions."""
-        model, friction = self._dynamics  # read once: a swap in between cannot mix two models
+        """compute_outputs (compute_contact_outputs with contacts); a model without forward
+        dynamics keeps its torques, not its predictions."""
         if not self._no_forward_dynamics:
             try:
-                return compute_outputs(model, sample.q, v, a, sample.effort, pose, ff_state=ff_state,
-                                       friction=friction)
+                return self._dynamics(sample.q, v, a, sample.effort, pose, ff_state, active)
             except SingularInertiaError as exc:  # a property of the model, not of the sample
                 self._forget_forward_dynamics(exc)
-        return compute_outputs(model, sample.q, v, a, None, pose, ff_state=ff_state, friction=friction)
+        return self._dynamics(sample.q, v, a, None, pose, ff_state, active)
+
+    def _dynamics(
+        self, q: FloatArray, v: FloatArray, a: FloatArray, effort: FloatArray | None,
+        pose: FloatArray | None, ff_state: tuple[FloatArray, FloatArray] | None, active: np.ndarray | None,
+    ) -> DynamicsOutputs:
+        if self.contacts is None or active is None:
+            return compute_outputs(self.model, q, v, a, effort, pose, ff_state=ff_state)
+        out = compute_contact_outputs(self.model, self.contacts, q, v, a, effort, pose, active,
+                                      solution=self.config.contact_solution, ff_state=ff_state)
+        checks, stats = out.checks, self.stats
+        if checks is not None and (checks.pulling.any() or checks.slipping.any() or checks.unbalanced):
+            stats.contact_pulling += int(checks.pulling.sum())
+            stats.contact_slipping += int(checks.slipping.sum())
+            stats.contact_unbalanced += int(checks.unbalanced)
+            self._warner.warn("contact_forces", (
+                "contact forces not physical: "
+                f"{stats.contact_pulling} pulling, {stats.contact_slipping} outside the friction cone "
+                f"(mu={self.config.friction_coefficient}), {stats.contact_unbalanced} samples no "
+                "contact force realises (least squares) so far"))
+        return out
+
+    def _active_contacts(self, sample: JointSample, v: FloatArray, pose: FloatArray | None) -> np.ndarray | SkipReason | None:
+        """The active contacts for this sample per ``contact_source``; None without contacts."""
+        contacts, cfg = self.contacts, self.config
+        if contacts is None:
+            return None
+        source = cfg.contact_source
+        if source is ContactSource.ALL:
+            return self._all_active
+        if source is ContactSource.TOPIC:
+            state = pair_contact_state(sample.stamp_ns, self._contact_state, cfg.contact_max_age)
+        elif source is ContactSource.WRENCH:
+            assert self._sensors is not None
+            state = self._sensors.state(sample.stamp_ns, cfg.contact_max_age)
+        else:
+            T_wc = contact_frames(self.model, contacts, sample.q, pose)
+            A = core.constraint_jacobian(self.model, sample.q, contacts.constraints, base_pose=pose)
+            Av = A @ v
+            # The linear rows of each contact: all 3 of a point, the last 3 of a flat contact.
+            velocity = np.stack([Av[contacts.rows[i + 1] - 3: contacts.rows[i + 1]] for i in range(contacts.k)])
+            return kinematic_contacts(contacts, T_wc, velocity, cfg)
+        return state if isinstance(state, SkipReason) else state.active
 
     def _forget_forward_dynamics(self, exc: SingularInertiaError) -> None:
         self._no_forward_dynamics = True
@@ -276,6 +347,13 @@ class DynamicsPipeline:
             SkipReason.NO_REFERENCE: "acceleration_source=reference and no trajectory yet",
             SkipReason.STALE_REFERENCE: (
                 f"reference is older than reference_max_age={self.config.reference_max_age} s"
+            ),
+            SkipReason.NO_CONTACT_STATE: (
+                f"contact_source={self.config.contact_source.value} and no contact state from every contact yet"
+            ),
+            SkipReason.STALE_CONTACT_STATE: (
+                f"contact state is more than contact_max_age={self.config.contact_max_age} s "
+                "from the joint state stamp"
             ),
         }
         return texts.get(reason, reason.value)

@@ -42,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--start", type=float, metavar="S",
                    help="replay from S seconds after the first joint state (its stamp; the plots' time axis)")
     p.add_argument("--end", type=float, metavar="S", help="replay up to S seconds after the first joint state")
+    p.add_argument("--params", type=Path, metavar="FILE",
+                   help="the node's parameter file (ros__parameters YAML): contacts, gravity, ... as live")
+    p.add_argument("--contact-state-topic", default="/contact_state", metavar="TOPIC",
+                   help="contact_source topic: the std_msgs array of contact flags (default %(default)s)")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="replay each BAG on its own, N in parallel, into DIR/<bag name>/")
     p.add_argument("--sg-window", type=int, default=SavgolSettings.window, metavar="W",
@@ -68,7 +72,7 @@ def options_from_args(args: argparse.Namespace, out: Path, progress: bool) -> Re
         gravity=None if args.gravity is None else tuple(args.gravity),
         effort_topic=args.effort_topic, effort_joints=joints, savgol=savgol,
         progress=progress, plots=not args.no_plots, identify=tuple(tuple(w) for w in args.identify),
-        start_s=args.start, end_s=args.end,
+        start_s=args.start, end_s=args.end, params=args.params, contact_state_topic=args.contact_state_topic,
     )
 
 

@@ -115,6 +115,7 @@ class Channel:
     msgtype: str
     columns: tuple[str, ...]
     encoder: TemplateEncoder
+    frame: str | None = None  # the header frame id; None: the joint state's
 
 
 class OutputWriter:
@@ -127,11 +128,21 @@ class OutputWriter:
             pipeline.MessageClasses.from_typestore(self.typestore), model, config
         )
         self.base_frame = config.base_link or str(getattr(model, "root_link", "base_link"))
+        self.contacts = pipeline.resolve_contacts(model, config) if config.contact_links else None
         self.channels = self._channels(model)
         self.extra_csv = {
             "measured_effort": tuple(model.joint_names),
             "estimated_acceleration": _velocity_columns(model),
         }
+        if self.contacts is not None:
+            wrench_columns = tuple(f"{link}_{c}" for link in self.contacts.links
+                                   for c in ("active", "mx", "my", "mz", "fx", "fy", "fz"))
+            self.extra_csv |= {
+                "contact_wrench": wrench_columns,     # the configured solution (the node's)
+                "contact_wrench_fit": wrench_columns,  # closest to the measurements
+                "torque_fit": tuple(model.joint_names),
+                "unconstrained_torque": tuple(model.joint_names),
+            }
         self.counts: dict[str, int] = {c.name: 0 for c in self.channels}
         self._writer: BlockWriter | None = None
         self._connections: dict[str, Any] = {}
@@ -152,11 +163,16 @@ class OutputWriter:
         if model.floating_base:
             ws, ac = "geometry_msgs/msg/WrenchStamped", "geometry_msgs/msg/AccelStamped"
             channels += [
-                Channel(pipeline.TOPIC_BASE_WRENCH, ws, ("mx", "my", "mz", "fx", "fy", "fz"),
-                        TemplateEncoder(lambda s, fr, v: f.wrench(f.header(s, fr), v), ser(ws), 6)),
+                Channel(pipeline.TOPIC_BASE_WRENCH, ws, WRENCH_COLUMNS,
+                        TemplateEncoder(lambda s, fr, v: f.wrench(f.header(s, fr), v), ser(ws), 6), self.base_frame),
                 Channel(pipeline.TOPIC_BASE_ACCELERATION, ac, ("wdx", "wdy", "wdz", "vdx", "vdy", "vdz"),
-                        TemplateEncoder(lambda s, fr, v: f.accel(f.header(s, fr), v), ser(ac), 6)),
+                        TemplateEncoder(lambda s, fr, v: f.accel(f.header(s, fr), v), ser(ac), 6), self.base_frame),
             ]
+        ws = "geometry_msgs/msg/WrenchStamped"
+        for link in () if self.contacts is None else self.contacts.links:
+            # The CSV of the contact wrenches is one file for all contacts (extra_csv).
+            channels.append(Channel(pipeline.contact_wrench_topic(link), ws, (), TemplateEncoder(
+                lambda s, fr, v: f.wrench(f.header(s, fr), v), ser(ws), 6), link))
         return channels
 
     def _serializer(self, msgtype: str) -> Callable[[Any], bytes]:
@@ -170,7 +186,7 @@ class OutputWriter:
             self._connections[ch.name] = self._writer.add_connection(
                 PREFIX + ch.name, ch.msgtype, typestore=self.typestore
             )
-        columns = {c.name: c.columns for c in self.channels} | self.extra_csv
+        columns = {c.name: c.columns for c in self.channels if c.columns} | self.extra_csv
         for name, cols in columns.items():
             fh = (self.out_dir / f"{name}.csv").open("wb")
             fh.write((",".join(("stamp_ns",) + cols) + "\n").encode())
@@ -183,8 +199,10 @@ class OutputWriter:
         if self._writer is not None:
             self._writer.close()
 
-    def write(self, block: SampleBlock, outputs: pipeline.DynamicsOutputs, accel_est: NDArray[np.float64]) -> None:
-        """All outputs of one block: bag messages (logged at the input receive time) and CSV."""
+    def write(self, block: SampleBlock, outputs: pipeline.DynamicsOutputs, accel_est: NDArray[np.float64],
+              fit: Any = None) -> None:
+        """All outputs of one block: bag messages (logged at the input receive time) and CSV;
+        ``fit`` (run.ContactFit) the contact forces closest to the measurements."""
         series = self._series(block, outputs)
         assert self._writer is not None
         for ch in self.channels:
@@ -194,13 +212,21 @@ class OutputWriter:
             if not len(rows):
                 continue
             conn = self._connections[ch.name]
-            frames = _pick(block.frame_id, rows, self, ch)
+            frames = _pick(block.frame_id, rows, ch)
             for frame_rows, payloads in ch.encoder.encode(block.stamp_ns[rows], frames, values):
                 self._writer.write_block(conn, block.receive_ns[rows[frame_rows]], payloads)
-            self._csv[ch.name].write(format_rows(block.stamp_ns[rows], values))
+            if ch.name in self._csv:
+                self._csv[ch.name].write(format_rows(block.stamp_ns[rows], values))
             self.counts[ch.name] += len(rows)
         self._csv["measured_effort"].write(format_rows(block.stamp_ns, block.effort))
         self._csv["estimated_acceleration"].write(format_rows(block.stamp_ns, accel_est))
+        if self.contacts is not None and outputs.contact_active is not None and fit is not None:
+            stamps, active = block.stamp_ns, outputs.contact_active
+            for name, wrench in (("contact_wrench", outputs.contact_wrench), ("contact_wrench_fit", fit.wrench)):
+                table = np.concatenate([active[..., None], wrench], axis=2).reshape(len(block), -1)
+                self._csv[name].write(format_rows(stamps, table))
+            self._csv["torque_fit"].write(format_rows(stamps, fit.tau))
+            self._csv["unconstrained_torque"].write(format_rows(stamps, outputs.tau_free))
 
     def _series(self, block: SampleBlock, out: pipeline.DynamicsOutputs) -> dict[str, tuple[NDArray[np.float64], NDArray[np.intp]]]:
         every = np.arange(len(block))
@@ -216,13 +242,21 @@ class OutputWriter:
             if values is not None:
                 rows = np.flatnonzero(np.isfinite(values).all(axis=1))
                 series[name] = (values[rows], rows)
+        if self.contacts is not None and out.contact_active is not None and out.contact_wrench is not None:
+            at_link = pipeline.wrench_at_link(self.contacts, out.contact_wrench)
+            for i, link in enumerate(self.contacts.links):
+                rows = np.flatnonzero(out.contact_active[:, i])
+                series[pipeline.contact_wrench_topic(link)] = (at_link[rows, i], rows)
         return series
 
 
-def _pick(frames: tuple[str, ...], rows: NDArray[np.intp], writer: OutputWriter, ch: Channel) -> tuple[str, ...]:
-    """Header frame ids: the joint state's for joint outputs, the base frame for base ones."""
-    if ch.name in (pipeline.TOPIC_BASE_WRENCH, pipeline.TOPIC_BASE_ACCELERATION):
-        return (writer.base_frame,) * len(rows)
+WRENCH_COLUMNS = ("mx", "my", "mz", "fx", "fy", "fz")
+
+
+def _pick(frames: tuple[str, ...], rows: NDArray[np.intp], ch: Channel) -> tuple[str, ...]:
+    """Header frame ids: the joint state's for joint outputs, the channel's own for the others."""
+    if ch.frame is not None:
+        return (ch.frame,) * len(rows)
     if len(rows) == len(frames):  # every row (rows are increasing): no per-row copy
         return frames
     return tuple(frames[i] for i in rows.tolist())

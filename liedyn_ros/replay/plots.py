@@ -12,7 +12,7 @@ m/s^2 for a prismatic joint), and one legend above the panels names the curves.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,14 +22,17 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 SERIES = ("effort", "tau_ff", "tau_g", "qdd_pred", "qdd_est")
+CONTACT_SERIES = ("tau_fit", "tau_free")   # per joint, with contacts
+PER_CONTACT = ("normal", "normal_fit", "active")
 
 
 class PlotRecorder:
     """effort_label: "measured" (JointState effort) or "commanded" (--effort-topic); gravity: plot
-    the gravity torque (not when the model's gravity is zero, where it is a flat line)."""
+    the gravity torque (not when the model's gravity is zero, where it is a flat line);
+    contact_links: the contacts, whose normal forces get a figure with their phases shaded."""
 
     def __init__(self, joint_names: tuple[str, ...], kinds: tuple[str, ...] = (), points: int = 4000, *,
-                 effort_label: str = "measured", gravity: bool = True) -> None:
+                 effort_label: str = "measured", gravity: bool = True, contact_links: tuple[str, ...] = ()) -> None:
         self.joint_names = joint_names
         self.kinds = kinds or ("revolute",) * len(joint_names)
         self.effort_label, self.gravity = effort_label, gravity
@@ -38,14 +41,28 @@ class PlotRecorder:
         self.stride = 1
         self._seen = 0
         self.t: NDArray[np.float64] = np.zeros(0)
-        self.data: dict[str, NDArray[np.float64]] = {k: np.zeros((0, len(joint_names))) for k in SERIES}
+        self.contact_links = contact_links
+        n, k = len(joint_names), len(contact_links)
+        self.series = SERIES + (CONTACT_SERIES + PER_CONTACT if k else ())
+        self.data: dict[str, NDArray[np.float64]] = {
+            name: np.zeros((0, k if name in PER_CONTACT else n)) for name in self.series}
+
+    def add_block(self, stamps_ns: NDArray[np.int64], effort: NDArray[np.float64], out: Any,
+                  qdd_est: NDArray[np.float64], fit: Any) -> None:
+        """A block's pipeline.DynamicsOutputs and, with contacts, its run.ContactFit."""
+        qdd_pred = out.qdd_pred if out.qdd_pred is not None else np.full_like(qdd_est, np.nan)
+        series = dict(effort=effort, tau_ff=out.tau_ff, tau_g=out.tau_g, qdd_pred=qdd_pred, qdd_est=qdd_est)
+        if fit is not None:
+            series |= dict(tau_fit=fit.tau, tau_free=out.tau_free, normal=fit.normal,
+                           normal_fit=fit.normal_fit, active=out.contact_active.astype(np.float64))
+        self.add(stamps_ns, **series)
 
     def add(self, stamps_ns: NDArray[np.int64], **series: NDArray[np.float64]) -> None:
         index = np.arange(self._seen, self._seen + len(stamps_ns))
         keep = index % self.stride == 0
         self._seen += len(stamps_ns)
         self.t = np.concatenate([self.t, stamps_ns[keep] * 1e-9])
-        for name in SERIES:
+        for name in self.series:
             self.data[name] = np.concatenate([self.data[name], series[name][keep]])
         while len(self.t) > 2 * self.points:
             self.stride *= 2
@@ -61,6 +78,8 @@ class PlotRecorder:
         matplotlib.use("Agg")  # files only; never needs a display
         t = self.t - (self.t[0] if self.t0 is None else self.t0)
         d, effort = self.data, self.effort_label
+        if self.contact_links:
+            return self._contact_figures(out_dir, t)
         torques = [(effort, d["effort"]), ("RNEA (feedforward)", d["tau_ff"])]
         if self.gravity:
             torques.append(("gravity", d["tau_g"]))
@@ -72,6 +91,47 @@ class PlotRecorder:
             self._figure(out_dir / "accelerations.png", "Predicted (ABA) vs estimated acceleration", t,
                          [("estimated (Savitzky-Golay)", d["qdd_est"]), ("predicted (ABA)", d["qdd_pred"])], 1),
         ]
+
+    def _contact_figures(self, out_dir: Path, t: NDArray[np.float64]) -> list[Path]:
+        """With contacts: torques against the contact-consistent ones (configured, closest to the
+        effort) and the unconstrained RNEA, their residuals, accelerations, contact forces."""
+        d, effort = self.data, self.effort_label
+        return [
+            self._figure(out_dir / "torques.png", f"{effort.capitalize()} effort vs contact-consistent torque", t,
+                         [(effort, d["effort"]), ("contact-consistent (configured)", d["tau_ff"]),
+                          ("contact-consistent (closest)", d["tau_fit"]), ("unconstrained RNEA", d["tau_free"])], 0),
+            self._figure(out_dir / "torque_residuals.png", f"Residual: {effort} - torque", t,
+                         [("configured", d["effort"] - d["tau_ff"]), ("closest", d["effort"] - d["tau_fit"]),
+                          ("unconstrained", d["effort"] - d["tau_free"])], 0),
+            self._figure(out_dir / "accelerations.png", "Predicted (constrained ABA) vs estimated acceleration", t,
+                         [("estimated (Savitzky-Golay)", d["qdd_est"]), ("predicted", d["qdd_pred"])], 1),
+            self._contact_figure(out_dir / "contact_forces.png", t),
+        ]
+
+    def _contact_figure(self, path: Path, t: NDArray[np.float64]) -> Path:
+        """Normal force of every contact over time, its contact phases shaded."""
+        import matplotlib.pyplot as plt
+
+        k, d = len(self.contact_links), self.data
+        fig, axes = plt.subplots(k, 1, sharex=True, figsize=(10, 1.6 * k + 1.4), squeeze=False)
+        for i, ax in enumerate(axes[:, 0]):
+            active = d["active"][:, i] > 0.5
+            edges = np.flatnonzero(np.diff(np.concatenate([[0], active.astype(np.int8), [0]])))
+            for start, stop in zip(edges[::2], edges[1::2]):
+                ax.axvspan(t[start], t[min(stop, len(t) - 1)], color="tab:green", alpha=0.15, linewidth=0)
+            ax.plot(t, d["normal"][:, i], label="configured solution", linewidth=0.9)
+            ax.plot(t, d["normal_fit"][:, i], label="closest to the measurements", linewidth=0.9, linestyle="--")
+            ax.set_ylabel(f"{self.contact_links[i]}\n[N]", fontsize=7)
+            ax.grid(True, alpha=0.3)
+        axes[-1, 0].set_xlabel("time since the first joint state [s] (shaded: in contact)")
+        fig.suptitle("Contact normal forces")
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="upper center", ncol=2, fontsize=8, frameon=False,
+                   bbox_to_anchor=(0.5, 1.0 - 0.45 / fig.get_figheight()))
+        fig.tight_layout(rect=(0, 0, 1, 1.0 - 0.6 / fig.get_figheight()))
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        return path
 
     def _figure(self, path: Path, title: str, t: NDArray[np.float64],
                 curves: list[tuple[str, NDArray[np.float64]]], unit: int) -> Path:

@@ -6,7 +6,8 @@ Data flow, one block of `chunk_size` joint samples at a time::
     SampleStream.blocks        CDR chunk reading (cdr), pipeline JointStateDecoder.decode_arrays,
                                effort/odometry alignment (samples)
     StreamingDifferentiator    Savitzky-Golay acceleration estimate (accel)
-    pipeline.compute_outputs   RNEA, gravity, ABA, batched
+    pipeline.compute_outputs   RNEA, gravity, ABA, batched (compute_contact_outputs with
+                               contacts, plus the contact forces closest to the measurements)
     OutputWriter.write         /liedyn/... mcap bag (outputs, mcapblock) and CSV (csvfmt)
     ResidualSummary, PlotRecorder
 """
@@ -19,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -65,6 +66,8 @@ class ReplayOptions:
     plots: bool = True
     start_s: float | None = None  # time window, s since the first joint state (stamps)
     end_s: float | None = None
+    params: Path | None = None
+    contact_state_topic: str = "/contact_state"
 
     def __post_init__(self) -> None:
         if self.acceleration_source not in ("estimated", "zero"):
@@ -106,8 +109,40 @@ class ReplayReport:
         return {k: v for k, v in self.__dict__.items() if k != "table"}
 
 
-def load_model(bags: BagSet, options: ReplayOptions) -> Any:
-    """The model from --urdf or the bags' /robot_description, with the gravity override."""
+def load_parameters(path: Path) -> dict[str, Any]:
+    """The ros__parameters of a node parameter file (the first node entry that has them)."""
+    from ruamel.yaml import YAML, YAMLError
+
+    try:
+        data = YAML(typ="safe", pure=True).load(path.read_text())
+    except (OSError, YAMLError) as err:
+        raise ReplayError(f"--params {path}: {err}") from err
+    for entry in (data or {}).values() if isinstance(data, dict) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("ros__parameters"), dict):
+            return dict(entry["ros__parameters"])
+    raise ReplayError(f"--params {path}: no '<node>: ros__parameters:' mapping (the node's parameter file format)")
+
+
+def replay_config(options: ReplayOptions) -> tuple[pipeline.PipelineConfig, dict[str, Any]]:
+    """The pipeline settings of --params (the replay estimates its own accelerations) and the
+    parameters themselves."""
+    params = load_parameters(options.params) if options.params is not None else {}
+    values = {k: v for k, v in params.items()
+              if k not in ("acceleration_source", "estimator_window", "estimator_min_samples")}
+    try:
+        config = pipeline.config_from_parameters(values)
+    except ValueError as err:
+        raise ReplayError(f"--params {options.params}: {err}") from err
+    except TypeError:
+        known = set(pipeline.PipelineConfig.__dataclass_fields__) | pipeline.NODE_ONLY_PARAMETERS
+        unknown = sorted(set(values) - known)
+        raise ReplayError(f"--params {options.params}: unknown parameters {unknown}") from None
+    return config, params
+
+
+def load_model(bags: BagSet, options: ReplayOptions, params: dict[str, Any] | None = None) -> Any:
+    """The model from --urdf or the bags' /robot_description, with the gravity override
+    (--gravity, else the gravity of --params)."""
     floating = options.odom_topic is not None
     if options.urdf is not None:
         if not options.urdf.is_file():
@@ -130,8 +165,9 @@ def load_model(bags: BagSet, options: ReplayOptions) -> Any:
                 "`ros2 run xacro xacro FILE > robot.urdf` in a ROS shell) and pass --urdf robot.urdf"
             ) from err
         raise ReplayError(f"cannot load the URDF from {where}: {err}") from err
-    if options.gravity is not None:
-        model = model.with_gravity(np.asarray(options.gravity, dtype=np.float64))
+    gravity = options.gravity if options.gravity is not None else (params or {}).get("gravity")
+    if gravity is not None:
+        model = model.with_gravity(np.asarray(gravity, dtype=np.float64))
     return model
 
 
@@ -147,23 +183,29 @@ def _looks_like_xacro(source: str, path: Path | None) -> bool:
 def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
     """Replays `paths` merged in time into `options.out`; see the module docstring."""
     started = time.perf_counter()
+    config, params = replay_config(options)
     with BagSet([Path(p) for p in paths]) as bags:
-        model = load_model(bags, options)
-        topics = _topics(bags, model, options)
+        model = load_model(bags, options, params)
+        try:
+            contacts = pipeline.resolve_contacts(model, config)
+        except ValueError as err:
+            raise ReplayError(f"--params {options.params}: {err}") from err
+        topics = _topics(bags, model, options, config, contacts)
         diagnose.check_effort_entries(bags, topics, model)
         diagnose.check_one_recording(bags)
         outdir.claim(options.out)
         predict = _prepare_kernels(model, options)
-        config = pipeline.PipelineConfig(acceleration_source=pipeline.AccelerationSource.ZERO)
         stream = SampleStream(bags, model, topics, config)
         names, kinds = tuple(model.joint_names), joint_kinds(model)
-        summary = ResidualSummary(names, kinds)
+        links = () if contacts is None else contacts.links
+        summary = ResidualSummary(names, kinds, contact_links=links)
         recorder = PlotRecorder(names, kinds, effort_label="commanded" if topics.effort else "measured",
-                                gravity=bool(np.any(model.gravity)))
+                                gravity=bool(np.any(model.gravity)), contact_links=links)
         identifier = (Identifier(parse_targets(model, options.identify), bags.message_count([topics.joint_states]))
                       if options.identify else None)
         with OutputWriter(options.out, model, config) as writer:
-            skipped_rows = _stream(stream, model, options, writer, summary, recorder, predict, identifier)
+            dynamics = BlockDynamics(model, config, contacts, options, predict)
+            skipped_rows = _stream(stream, options, dynamics, writer, summary, recorder, identifier)
         problems = bags.problems() + diagnose.effort_warnings(summary, bags, topics, model)
         skipped_types = bags.undecodable()
     files = [str(p) for p in recorder.save(options.out)] if options.plots else []
@@ -184,14 +226,22 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
     return report
 
 
-def _topics(bags: BagSet, model: Any, options: ReplayOptions) -> Topics:
+def _topics(bags: BagSet, model: Any, options: ReplayOptions, config: pipeline.PipelineConfig,
+            contacts: pipeline.Contacts | None) -> Topics:
     odom = options.odom_topic or (DEFAULT_ODOM_TOPIC if model.floating_base else None)
+    state, wrenches = None, ()
+    if contacts is not None and config.contact_source is pipeline.ContactSource.TOPIC:
+        state = options.contact_state_topic
+    elif contacts is not None and config.contact_source is pipeline.ContactSource.WRENCH:
+        # The node's relative topic names, at the root of the bag.
+        names = config.contact_wrench_topics or tuple(f"contact_sensor/{link}" for link in contacts.links)
+        wrenches = tuple(n if n.startswith("/") else "/" + n for n in names)
     available = bags.topic_types()
-    needed = [options.joint_states_topic] + [t for t in (odom, options.effort_topic) if t]
+    needed = [options.joint_states_topic] + [t for t in (odom, options.effort_topic, state) if t] + list(wrenches)
     missing = [t for t in needed if t not in available]
     if missing:
         raise ReplayError(f"topics {missing} are not in the bags; they hold {sorted(available)}")
-    topics = Topics(options.joint_states_topic, odom, options.effort_topic, options.effort_joints)
+    topics = Topics(options.joint_states_topic, odom, options.effort_topic, options.effort_joints, state, wrenches)
     diagnose.check_topic_types(bags, topics)
     return topics
 
@@ -217,9 +267,8 @@ def _prepare_kernels(model: Any, options: ReplayOptions) -> bool:
     return True
 
 
-def _stream(stream: SampleStream, model: Any, options: ReplayOptions, writer: OutputWriter,
-            summary: ResidualSummary, recorder: PlotRecorder, predict: bool,
-            identifier: Identifier | None = None) -> dict[str, int]:
+def _stream(stream: SampleStream, options: ReplayOptions, dynamics: BlockDynamics, writer: OutputWriter,
+            summary: ResidualSummary, recorder: PlotRecorder, identifier: Identifier | None = None) -> dict[str, int]:
     """Runs every block through the dynamics; returns the rows left out, by reason: no
     acceleration estimate, outside the --start/--end window (which still feeds the derivative)."""
     differentiator = StreamingDifferentiator(options.savgol)
@@ -242,7 +291,11 @@ def _stream(stream: SampleStream, model: Any, options: ReplayOptions, writer: Ou
         t = block.stamp_ns * 1e-9 - recorder.t0
         block, accel = leave_out(block, accel, (t >= window[0]) & (t <= window[1]), "outside_window")
         if len(block):
-            _process_block(block, accel, model, options, writer, summary, recorder, predict)
+            result = dynamics.run(block, accel)
+            n = dynamics.model.n
+            writer.write(block, result.outputs, accel, result.fit)
+            summary.add_block(block.effort, result.outputs, accel[:, -n:], result.fit)
+            recorder.add_block(block.stamp_ns, block.effort, result.outputs, accel[:, -n:], result.fit)
             if identifier is not None:
                 identifier.add(block, accel)
 
@@ -260,17 +313,88 @@ def _stream(stream: SampleStream, model: Any, options: ReplayOptions, writer: Ou
     return dropped
 
 
-def _process_block(block: SampleBlock, accel_est: NDArray[np.float64], model: Any, options: ReplayOptions,
-                   writer: OutputWriter, summary: ResidualSummary, recorder: PlotRecorder, predict: bool) -> None:
-    a = accel_est if options.acceleration_source == "estimated" else np.zeros_like(accel_est)
-    outputs = pipeline.compute_outputs(model, block.q, block.v, a, block.effort if predict else None,
-                                       block.base_pose)
-    writer.write(block, outputs, accel_est)
-    joint_est = accel_est[:, -model.n :]
-    summary.add(block.effort, outputs.tau_ff, outputs.qdd_pred, joint_est)
-    qdd_pred = outputs.qdd_pred if outputs.qdd_pred is not None else np.full_like(joint_est, np.nan)
-    recorder.add(block.stamp_ns, effort=block.effort, tau_ff=outputs.tau_ff, tau_g=outputs.tau_g,
-                 qdd_pred=qdd_pred, qdd_est=joint_est)
+class BlockResult(NamedTuple):
+    """A block's outputs, and with contacts the forces closest to the measurements."""
+
+    outputs: pipeline.DynamicsOutputs
+    fit: ContactFit | None
+
+
+class BlockDynamics:
+    """The dynamics of a block of samples: the node's outputs (contact-consistent with contacts)
+    and, with contacts, the contact forces that come closest to what was measured (see
+    :class:`ContactFit`)."""
+
+    def __init__(self, model: Any, config: pipeline.PipelineConfig, contacts: pipeline.Contacts | None,
+                 options: ReplayOptions, predict: bool) -> None:
+        self.model, self.config, self.contacts, self.options, self.predict = model, config, contacts, options, predict
+
+    def run(self, block: SampleBlock, accel_est: NDArray[np.float64]) -> BlockResult:
+        model, contacts = self.model, self.contacts
+        a = accel_est if self.options.acceleration_source == "estimated" else np.zeros_like(accel_est)
+        effort = block.effort if self.predict else None
+        if contacts is None:
+            return BlockResult(pipeline.compute_outputs(model, block.q, block.v, a, effort, block.base_pose), None)
+        active = self._active(block)
+        outputs = pipeline.compute_contact_outputs(model, contacts, block.q, block.v, a, effort, block.base_pose,
+                                                   active, solution=self.config.contact_solution)
+        return BlockResult(outputs, self._fit(block, a, outputs, active))
+
+    def _active(self, block: SampleBlock) -> NDArray[np.bool_]:
+        assert self.contacts is not None
+        source = self.config.contact_source
+        if source is pipeline.ContactSource.ALL:
+            return np.ones((len(block), self.contacts.k), dtype=bool)
+        if source is not pipeline.ContactSource.KINEMATIC:
+            assert block.contact_active is not None
+            return block.contact_active
+        contacts = self.contacts
+        T_wc = pipeline.contact_frames(self.model, contacts, block.q, block.base_pose)
+        A = core.constraint_jacobian(self.model, block.q, contacts.constraints, base_pose=block.base_pose)
+        Av = np.einsum("bij,bj->bi", A, block.v)
+        velocity = np.stack([Av[:, contacts.rows[i + 1] - 3: contacts.rows[i + 1]] for i in range(contacts.k)], axis=1)
+        return pipeline.kinematic_contacts(contacts, T_wc, velocity, self.config)
+
+    def _fit(self, block: SampleBlock, a: NDArray[np.float64], out: pipeline.DynamicsOutputs,
+             active: NDArray[np.bool_]) -> ContactFit:
+        """The contact forces closest to the measurements: the measured wrenches (wrench
+        source), else least squares to the measured efforts among all forces that realise the
+        motion; the torques they imply."""
+        model, contacts = self.model, self.contacts
+        assert contacts is not None and out.tau_free is not None
+        nb = model.nv - model.n
+        tau_full = out.tau_free if out.base_wrench is None else np.concatenate([out.base_wrench, out.tau_free], axis=1)
+        A = core.constraint_jacobian(model, block.q, contacts.constraints, base_pose=block.base_pose)
+        rows = np.repeat(active, np.diff(contacts.rows), axis=1)
+        measured = block.contact_wrench is not None
+        if block.contact_wrench is not None:
+            lam = np.where(rows, pipeline.stacked_forces(contacts, block.contact_wrench), 0.0)
+        else:
+            has_effort = np.isfinite(block.effort).all(axis=1)
+            target = np.where(has_effort[:, None], block.effort, 0.0)
+            lam = pipeline.forces_closest_to(tau_full, A, target, nb, rows)
+            lam[~has_effort] = np.nan
+        tau = pipeline.joint_torques(tau_full, A, lam, nb)
+        flight = ~active.any(axis=1)
+        tau[flight] = out.tau_free[flight]
+        wrench = pipeline.contact_wrenches(contacts, lam)
+        R = pipeline.contact_frames(model, contacts, block.q, block.base_pose)[..., :3, :3]
+        assert out.contact_wrench is not None
+        normal, normal_fit = (np.einsum("bkij,bkj->bki", R, w[..., 3:]) @ contacts.up
+                              for w in (out.contact_wrench, wrench))
+        return ContactFit(tau, wrench, measured, normal, normal_fit)
+
+
+class ContactFit(NamedTuple):
+    """tau (N, n): the contact-consistent torques closest to the measured efforts (or implied
+    by the measured wrenches, ``measured``); wrench (N, k, 6) those contact forces (m, f) at
+    the contact points in link axes. NaN rows where nothing was measured."""
+
+    tau: NDArray[np.float64]
+    wrench: NDArray[np.float64]
+    measured: bool
+    normal: NDArray[np.float64]      # (N, k) the configured solution's normal forces (world up)
+    normal_fit: NDArray[np.float64]  # (N, k) the fit's
 
 
 def _progress_bar(stream: SampleStream, options: ReplayOptions) -> Any:

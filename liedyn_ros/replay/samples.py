@@ -9,6 +9,7 @@ samples into numpy blocks.
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -38,7 +39,9 @@ class SampleBlock:
     stamp_ns: (N,) header stamps; receive_ns: (N,) bag receive times; q: (N, n);
     v: (N, nv) generalized velocities (base twist (omega, v) first for a floating base);
     effort: (N, n) measured torques, NaN rows where none was measured;
-    base_pose: (N, 4, 4) T_world_base or None; frame_id: (N,) header frame ids.
+    base_pose: (N, 4, 4) T_world_base or None; frame_id: (N,) header frame ids;
+    contact_active: (N, k) contacts in contact per the contact topic or sensors, else None;
+    contact_wrench: (N, k, 6) the sensors' wrenches (m, f) at the contact points, else None.
     """
 
     stamp_ns: NDArray[np.int64]
@@ -48,36 +51,37 @@ class SampleBlock:
     effort: NDArray[np.float64]
     base_pose: NDArray[np.float64] | None
     frame_id: tuple[str, ...]
+    contact_active: NDArray[np.bool_] | None = None
+    contact_wrench: NDArray[np.float64] | None = None
 
     def __len__(self) -> int:
         return len(self.stamp_ns)
 
     def slice(self, begin: int, end: int) -> SampleBlock:
-        return SampleBlock(
-            self.stamp_ns[begin:end], self.receive_ns[begin:end], self.q[begin:end],
-            self.v[begin:end], self.effort[begin:end],
-            None if self.base_pose is None else self.base_pose[begin:end],
-            self.frame_id[begin:end],
-        )
+        return self._rows(slice(begin, end), self.frame_id[begin:end])
 
     def slice_rows(self, rows: NDArray[np.bool_]) -> SampleBlock:
         """The samples where `rows` is True."""
+        return self._rows(rows, tuple(f for f, keep in zip(self.frame_id, rows) if keep))
+
+    def _rows(self, rows: Any, frame_id: tuple[str, ...]) -> SampleBlock:
+        def pick(x: Any) -> Any:
+            return None if x is None else x[rows]
         return SampleBlock(
-            self.stamp_ns[rows], self.receive_ns[rows], self.q[rows], self.v[rows],
-            self.effort[rows], None if self.base_pose is None else self.base_pose[rows],
-            tuple(f for f, keep in zip(self.frame_id, rows) if keep),
+            self.stamp_ns[rows], self.receive_ns[rows], self.q[rows], self.v[rows], self.effort[rows],
+            pick(self.base_pose), frame_id, pick(self.contact_active), pick(self.contact_wrench),
         )
 
     def concat(self, other: SampleBlock) -> SampleBlock:
-        pose = None
-        if self.base_pose is not None and other.base_pose is not None:
-            pose = np.concatenate([self.base_pose, other.base_pose])
+        def join(x: Any, y: Any) -> Any:
+            return None if x is None or y is None else np.concatenate([x, y])
         return SampleBlock(
             np.concatenate([self.stamp_ns, other.stamp_ns]),
             np.concatenate([self.receive_ns, other.receive_ns]),
             np.concatenate([self.q, other.q]), np.concatenate([self.v, other.v]),
-            np.concatenate([self.effort, other.effort]), pose,
-            self.frame_id + other.frame_id,
+            np.concatenate([self.effort, other.effort]), join(self.base_pose, other.base_pose),
+            self.frame_id + other.frame_id, join(self.contact_active, other.contact_active),
+            join(self.contact_wrench, other.contact_wrench),
         )
 
 
@@ -87,6 +91,8 @@ class Topics:
     odom: str | None = None
     effort: str | None = None
     effort_joints: tuple[str, ...] = ()
+    contact_state: str | None = None           # contact_source topic: the flags' topic
+    contact_wrenches: tuple[str, ...] = ()     # contact_source wrench: one topic per contact
 
 
 class SampleStream:
@@ -110,11 +116,18 @@ class SampleStream:
         self._odom: pipeline.BaseState | None = None
         self._last_stamp = np.iinfo(np.int64).min
         self._readers: dict[int, JointStateReader] = {}
+        self.contacts = pipeline.resolve_contacts(model, config)
+        self._flags: pipeline.ContactState | None = None
+        self._sensors: pipeline.WrenchSensors | None = None
+        self._sensor_snapshot: pipeline.WrenchSensors | None = None
+        if self.contacts is not None and topics.contact_wrenches:
+            self._sensors = pipeline.WrenchSensors(self.contacts, config.contact_force_threshold)
+        self._wrench_index = {topic: i for i, topic in enumerate(topics.contact_wrenches)}
 
     def topic_names(self) -> list[str]:
         names = [self.topics.joint_states]
-        names += [t for t in (self.topics.effort, self.topics.odom) if t]
-        return names
+        names += [t for t in (self.topics.effort, self.topics.odom, self.topics.contact_state) if t]
+        return names + list(self.topics.contact_wrenches)
 
     def blocks(self, size: int, progress: Any = None) -> Iterator[SampleBlock]:
         """Blocks of at most `size` samples (fewer when messages were skipped)."""
@@ -122,14 +135,16 @@ class SampleStream:
         for raw in self.bags.messages(self.topic_names()):
             if raw.topic == self.topics.joint_states:
                 # Effort and odometry as they stand when this joint state was received.
-                joint_states.append(_Pending(raw, self._last_effort, self._odom))
+                joint_states.append(_Pending(raw, self._last_effort, self._odom, self._contact_now()))
                 if len(joint_states) == size:
                     yield from self._emit(joint_states, progress)
                     joint_states = []
             elif raw.topic == self.topics.effort:
                 self._effort_command(raw)
-            else:
+            elif raw.topic == self.topics.odom:
                 self._odometry(raw)
+            else:
+                self._contact_message(raw)
         if joint_states:
             yield from self._emit(joint_states, progress)
 
@@ -161,13 +176,14 @@ class SampleStream:
                 frame[row] = frame_id
         receive = np.fromiter((p.raw.receive_ns for p in pending), dtype=np.int64, count=m)
         base = self._base_states(pending, stamp, valid)
-        increasing = _increasing(stamp, valid & base.ok, self._last_stamp)
-        # Counted in the node's order of checks: decoding, stamp order, then odometry.
+        contact = self._contact_states(pending, stamp, valid & base.ok)
+        increasing = _increasing(stamp, valid & base.ok & contact.ok, self._last_stamp)
+        # Counted in the node's order of checks: decoding, stamp order, odometry, contacts.
         self._count("non_increasing_stamp", int((valid & ~increasing).sum()))
-        for row, reason in base.reasons.items():
+        for row, reason in (base.reasons | contact.reasons).items():
             if increasing[row]:
                 self.skipped[reason.value] += 1
-        keep = np.flatnonzero(valid & increasing & base.ok)
+        keep = np.flatnonzero(valid & increasing & base.ok & contact.ok)
         if len(keep):
             self._last_stamp = int(stamp[keep[-1]])
         if self._effort_index is not None:
@@ -176,6 +192,8 @@ class SampleStream:
         return SampleBlock(
             stamp[keep], receive[keep], q[keep], v[keep], effort[keep],
             None if base.pose is None else base.pose[keep], tuple(frame[i] for i in keep),
+            None if contact.active is None else contact.active[keep],
+            None if contact.wrench is None else contact.wrench[keep],
         )
 
     def _decode(self, pending: Sequence[_Pending]) -> Iterator[tuple[NDArray[np.intp], pipeline.JointStateArrays]]:
@@ -215,6 +233,54 @@ class SampleStream:
             else:
                 ok[row], twist[row], pose[row] = True, state.twist, state.pose
         return _BaseRows(ok, reasons, twist, pose)
+
+    def _contact_states(self, pending: Sequence[_Pending], stamp: NDArray[np.int64],
+                        valid: NDArray[np.bool_]) -> _ContactRows:
+        """The contact state paired with each valid row by the pipeline's rule (topic / wrench)."""
+        m = len(stamp)
+        if self.contacts is None or not (self.topics.contact_state or self.topics.contact_wrenches):
+            return _ContactRows(np.ones(m, dtype=bool), {}, None, None)
+        k, max_age = self.contacts.k, self.config.contact_max_age
+        ok, reasons = np.zeros(m, dtype=bool), {}
+        active, wrench = np.zeros((m, k), dtype=bool), np.zeros((m, k, 6))
+        for row in np.flatnonzero(valid).tolist():
+            now = pending[row].contact
+            if isinstance(now, pipeline.WrenchSensors):
+                state = now.state(int(stamp[row]), max_age)
+            else:
+                state = pipeline.pair_contact_state(int(stamp[row]), now, max_age)
+            if isinstance(state, pipeline.SkipReason):
+                reasons[row] = state
+                continue
+            ok[row], active[row] = True, state.active
+            if state.wrench is not None:
+                wrench[row] = state.wrench
+        return _ContactRows(ok, reasons, active, wrench if self._sensors is not None else None)
+
+    def _contact_now(self) -> pipeline.ContactState | pipeline.WrenchSensors | None:
+        """The contact state as it stands (the sensors copied once per change, not per sample)."""
+        if self._sensors is None:
+            return self._flags
+        if self._sensor_snapshot is None:
+            self._sensor_snapshot = copy.deepcopy(self._sensors)
+        return self._sensor_snapshot
+
+    def _contact_message(self, raw: RawMessage) -> None:
+        msg = self._deserialize(raw)
+        if msg is None or self.contacts is None:
+            return
+        if raw.topic == self.topics.contact_state:
+            state = pipeline.decode_contact_flags(msg, self.contacts.k, raw.receive_ns)
+            if isinstance(state, pipeline.SkipReason):
+                self.skipped[state.value] += 1
+            else:
+                self._flags = state
+            return
+        assert self._sensors is not None
+        reason = self._sensors.update(self._wrench_index[raw.topic], msg)
+        if reason is not None:
+            self.skipped[reason.value] += 1
+        self._sensor_snapshot = None
 
     def _commanded_effort(self, pending: Sequence[_Pending], receive: NDArray[np.int64]) -> NDArray[np.float64]:
         """Measured torques from the effort topic: the latest command received, if recent."""
@@ -267,6 +333,7 @@ class _Pending(NamedTuple):
     raw: RawMessage
     effort: tuple[int, NDArray[np.float64]] | None
     odom: pipeline.BaseState | None
+    contact: pipeline.ContactState | pipeline.WrenchSensors | None
 
 
 @dataclass(frozen=True)
@@ -277,6 +344,16 @@ class _BaseRows:
     reasons: dict[int, pipeline.SkipReason]
     twist: NDArray[np.float64] | None
     pose: NDArray[np.float64] | None
+
+
+@dataclass(frozen=True)
+class _ContactRows:
+    """Per row of a chunk: contact state found (ok), why not (reasons), flags and wrenches."""
+
+    ok: NDArray[np.bool_]
+    reasons: dict[int, pipeline.SkipReason]
+    active: NDArray[np.bool_] | None
+    wrench: NDArray[np.float64] | None
 
 
 def _increasing(stamp: NDArray[np.int64], candidate: NDArray[np.bool_], last: int) -> NDArray[np.bool_]:

@@ -86,9 +86,21 @@ class ResidualSummary:
     effort_low: NDArray[np.float64] = field(init=False)
     effort_high: NDArray[np.float64] = field(init=False)
     samples: int = 0
+    # With contacts: residuals against the torque closest to the effort and the unconstrained
+    # one, the effort itself (for relative figures); per contact the samples in contact and
+    # the violations; the samples no contact force realises.
+    contact_links: tuple[str, ...] = ()
+    torque_fit: Running = field(init=False)
+    torque_free: Running = field(init=False)
+    effort: Running = field(init=False)
+    contact_counts: dict[str, NDArray[np.int64]] = field(init=False)
+    unbalanced: int = 0
 
     def __post_init__(self) -> None:
         n = len(self.joint_names)
+        self.torque_fit, self.torque_free, self.effort = Running(n), Running(n), Running(n)
+        self.contact_counts = {key: np.zeros(len(self.contact_links), dtype=np.int64)
+                               for key in ("active", "pulling", "slipping")}
         self.kinds = self.kinds or ("revolute",) * n
         self.torque = Running(n)
         self.acceleration = Running(n)
@@ -106,6 +118,19 @@ class ResidualSummary:
         self.effort_count += ok.sum(axis=0)
         self.effort_low = np.minimum(self.effort_low, np.where(ok, effort, np.inf).min(axis=0, initial=np.inf))
         self.effort_high = np.maximum(self.effort_high, np.where(ok, effort, -np.inf).max(axis=0, initial=-np.inf))
+        self.effort.add(effort)
+
+    def add_block(self, effort: NDArray[np.float64], out: Any, qdd_est: NDArray[np.float64], fit: Any) -> None:
+        """A block's outputs (pipeline.DynamicsOutputs) and, with contacts, its run.ContactFit."""
+        self.add(effort, out.tau_ff, out.qdd_pred, qdd_est)
+        if fit is None:
+            return
+        self.torque_fit.add(effort - fit.tau)
+        self.torque_free.add(effort - out.tau_free)
+        self.contact_counts["active"] += out.contact_active.sum(axis=0)
+        self.contact_counts["pulling"] += out.checks.pulling.sum(axis=0)
+        self.contact_counts["slipping"] += out.checks.slipping.sum(axis=0)
+        self.unbalanced += int(out.checks.unbalanced.sum())
 
     def as_dict(self) -> dict[str, Any]:
         joints = {}
@@ -116,7 +141,20 @@ class ResidualSummary:
                 f"torque_residual_{KEY_UNITS[torque]}": self.torque.stats(j),
                 f"acceleration_residual_{KEY_UNITS[acc]}": self.acceleration.stats(j),
             }
-        return {"samples": self.samples, "joints": joints}
+            if self.contact_links:
+                joints[name] |= {
+                    f"contact_fit_torque_residual_{KEY_UNITS[torque]}": self.torque_fit.stats(j),
+                    f"unconstrained_torque_residual_{KEY_UNITS[torque]}": self.torque_free.stats(j),
+                    f"effort_{KEY_UNITS[torque]}": self.effort.stats(j),
+                }
+        out: dict[str, Any] = {"samples": self.samples, "joints": joints}
+        if self.contact_links:
+            out["contacts"] = {
+                "links": {link: {key: int(v[i]) for key, v in self.contact_counts.items()}
+                          for i, link in enumerate(self.contact_links)},
+                "unbalanced_samples": self.unbalanced,
+            }
+        return out
 
     def table(self) -> str:
         return format_table(self.as_dict())
@@ -145,6 +183,17 @@ def format_table(summary: dict[str, Any]) -> str:
             f"{name:<{width}} {units:>12} {t['count']:>7} | {_num(t['rms'], 11)} {_num(t['mean'], 9)} "
             f"{_num(t['max_abs'], 9)} | {_num(a['rms'], 11)} {_num(a['mean'], 9)} {_num(a['max_abs'], 9)}"
         )
+    if "contacts" in summary:
+        lines += ["", f"{'':<{width}} | RMS of effort - contact-consistent torque",
+                  f"{'joint':<{width}} | {'configured':>11} {'closest':>11} {'unconstr.':>11} {'effort RMS':>11}"]
+        for name, row in summary["joints"].items():
+            rms = [next(v for k, v in row.items() if k.startswith(prefix))["rms"]
+                   for prefix in ("torque_residual_", "contact_fit_", "unconstrained_", "effort_")]
+            lines.append(f"{name:<{width}} | " + " ".join(_num(x, 11) for x in rms))
+        c = summary["contacts"]
+        lines.append("contacts: " + ", ".join(
+            f"{link} in contact {v['active']}, pulling {v['pulling']}, outside the cone {v['slipping']}"
+            for link, v in c["links"].items()) + f"; unbalanced samples {c['unbalanced_samples']}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,262 @@
+"""Contacts: resolved on the model, their state per sample, and the checks of their forces.
+
+A contact sits on a link at the point p (``contact_offsets``, link axes): "point" holds that
+point still (3 constraint rows, lam = force f in the link's axes), "flat" holds the whole frame
+still (6 rows, lam = wrench (m, f) about p). Which contacts are active comes from a
+:class:`~liedyn_ros.pipeline.config.ContactSource`; topic and wrench states are paired with a
+joint state by stamp like odometry (the latest, no further than ``contact_max_age``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from liedyn_ros import core
+from liedyn_ros.core.reference.kinematics import joint_transforms
+from liedyn_ros.pipeline.config import NS_PER_S, FloatArray, PipelineConfig, SkipReason
+from liedyn_ros.pipeline.decode import as_float_array, stamp_to_ns
+
+BoolArray = NDArray[np.bool_]
+
+
+@dataclass(frozen=True, eq=False)
+class Contacts:
+    """The configured contacts of one model, checked against it once.
+
+    links, kinds: per contact; offsets (k, 3): contact points in link axes; body (k,) and
+    T_body_contact (k, 4, 4): where the contact frames sit in the model's bodies (-1: the
+    root); constraints: the ``core.Contact`` list in the same order; rows (k + 1,): row
+    ranges of lam; up (3,): the ground normal, against gravity; mu: friction coefficient.
+    """
+
+    links: tuple[str, ...]
+    kinds: tuple[str, ...]
+    offsets: FloatArray
+    body: NDArray[np.intp]
+    T_body_contact: FloatArray
+    constraints: tuple[Any, ...]
+    rows: NDArray[np.intp]
+    up: FloatArray
+    mu: float
+
+    @property
+    def k(self) -> int:
+        return len(self.links)
+
+
+def resolve_contacts(model: Any, config: PipelineConfig) -> Contacts | None:
+    """The contacts of ``config`` on ``model``; None without contacts. Raises ValueError
+    naming the parameter for a link the model does not have."""
+    links = config.contact_links
+    if not links:
+        return None
+    k = len(links)
+    unknown = [link for link in links if link not in model.link_frames]
+    if unknown:
+        raise ValueError(f"contact_links: {unknown} are not links of the model "
+                         f"(it has {sorted(model.link_frames)})")
+    kinds = config.contact_types * k if len(config.contact_types) == 1 else config.contact_types
+    offsets = np.asarray(config.contact_offsets, dtype=np.float64).reshape(-1, 3)
+    offsets = np.broadcast_to(offsets, (k, 3)).copy()
+    poses = np.tile(np.eye(4), (k, 1, 1))
+    poses[:, :3, 3] = offsets
+    body = np.array([model.link_frames[link][0] for link in links], dtype=np.intp)
+    T_body_link = np.array([model.link_frames[link][1] for link in links])
+    constraints = tuple(core.Contact(link, kind, pose) for link, kind, pose in zip(links, kinds, poses))
+    sizes = [3 if kind == "point" else 6 for kind in kinds]
+    g = np.asarray(model.gravity, dtype=np.float64)
+    norm = float(np.linalg.norm(g))
+    up = -g / norm if norm > 0 else np.array([0.0, 0.0, 1.0])  # no gravity: world z is up
+    return Contacts(
+        tuple(links), tuple(kinds), offsets, body, T_body_link @ poses, constraints,
+        np.concatenate(([0], np.cumsum(sizes))).astype(np.intp), up, float(config.friction_coefficient),
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Contact state from messages
+# --------------------------------------------------------------------------------------
+
+
+class ContactState(NamedTuple):
+    """Which contacts are active, from a message stamped ``stamp_ns``; ``wrench`` (k, 6) holds
+    the measured wrenches (m, f) at the contact points in link axes, when sensors gave them."""
+
+    stamp_ns: int
+    active: BoolArray
+    wrench: FloatArray | None = None
+
+
+def decode_contact_flags(msg: Any, k: int, stamp_ns: int) -> ContactState | SkipReason:
+    """A std_msgs ``*MultiArray`` of k flags in ``contact_links`` order (> 0.5: in contact, so
+    0/1 integers and contact probabilities both work). The arrays have no header: the caller
+    stamps them (receive time)."""
+    flags = as_float_array(msg.data)
+    if flags.shape != (k,) or not np.isfinite(flags).all():
+        return SkipReason.BAD_CONTACT_STATE
+    return ContactState(stamp_ns, flags > 0.5)
+
+
+def decode_contact_wrench(msg: Any, offset: FloatArray) -> tuple[int, FloatArray] | SkipReason:
+    """geometry_msgs/WrenchStamped of a foot sensor, expressed in the contact link's frame
+    -> (stamp, wrench (m, f) about the contact point ``offset``: m - p x f)."""
+    w = msg.wrench
+    f = [float(w.force.x), float(w.force.y), float(w.force.z)]
+    m = [float(w.torque.x), float(w.torque.y), float(w.torque.z)]
+    if not math.isfinite(sum(f) + sum(m)):
+        return SkipReason.BAD_CONTACT_STATE
+    force = np.array(f)
+    return stamp_to_ns(msg.header.stamp), np.concatenate((np.array(m) - np.cross(offset, force), force))
+
+
+class WrenchSensors:
+    """The latest wrench of every contact's sensor; a contact is active when |f| exceeds the
+    threshold. Paired as a whole: every sensor must have spoken within ``max_age``."""
+
+    def __init__(self, contacts: Contacts, threshold: float) -> None:
+        self._contacts, self._threshold = contacts, threshold
+        self._stamps = np.zeros(contacts.k, dtype=np.int64)
+        self._wrench = np.zeros((contacts.k, 6))
+        self._seen = np.zeros(contacts.k, dtype=bool)
+
+    def update(self, index: int, msg: Any) -> SkipReason | None:
+        decoded = decode_contact_wrench(msg, self._contacts.offsets[index])
+        if isinstance(decoded, SkipReason):
+            return decoded
+        self._stamps[index], self._wrench[index] = decoded
+        self._seen[index] = True
+        return None
+
+    def state(self, stamp_ns: int, max_age_s: float) -> ContactState | SkipReason:
+        if not self._seen.all():
+            return SkipReason.NO_CONTACT_STATE
+        if (np.abs(stamp_ns - self._stamps) > max_age_s * NS_PER_S).any():
+            return SkipReason.STALE_CONTACT_STATE
+        force = np.linalg.norm(self._wrench[:, 3:], axis=1)
+        return ContactState(stamp_ns, force > self._threshold, self._wrench.copy())
+
+
+def pair_contact_state(stamp_ns: int, state: ContactState | None, max_age_s: float) -> ContactState | SkipReason:
+    """The contact state for a joint state stamped ``stamp_ns``: the rule of :func:`pair_odometry`."""
+    if state is None:
+        return SkipReason.NO_CONTACT_STATE
+    if abs(stamp_ns - state.stamp_ns) > max_age_s * NS_PER_S:
+        return SkipReason.STALE_CONTACT_STATE
+    return state
+
+
+# --------------------------------------------------------------------------------------
+# Kinematics of the contact frames: the kinematic estimate and the force checks
+# --------------------------------------------------------------------------------------
+
+
+def contact_frames(model: Any, contacts: Contacts, q: FloatArray, base_pose: FloatArray | None) -> FloatArray:
+    """World poses T_world_C of the contact frames, (..., k, 4, 4), by the forward pass
+    T_i = T_lambda(i) f_lambda(i),i (T_root = base_pose, identity for a fixed base)."""
+    lead = np.shape(q)[:-1]
+    qb = np.reshape(q, (-1, model.n))
+    B = qb.shape[0]
+    f, _ = joint_transforms(model, qb)
+    T0 = np.eye(4) if base_pose is None else np.reshape(base_pose, (-1, 4, 4))
+    T0 = np.broadcast_to(T0, (B, 4, 4))
+    T = np.empty((B, model.nb, 4, 4))
+    for i, p in enumerate(model.parent):
+        T[:, i] = (T0 if p < 0 else T[:, p]) @ f[:, i]
+    T_body = np.where((contacts.body < 0)[None, :, None, None], T0[:, None], T[:, contacts.body])
+    return np.reshape(T_body @ contacts.T_body_contact, lead + (contacts.k, 4, 4))
+
+
+def kinematic_contacts(contacts: Contacts, T_wc: FloatArray, point_velocity: FloatArray,
+                       config: PipelineConfig) -> BoolArray:
+    """Active where the contact point is within ``contact_height`` above the ground plane
+    (height along ``up`` above ``ground_height``) and moves slower than ``contact_speed``.
+    T_wc (..., k, 4, 4); point_velocity (..., k, 3) in any orthonormal axes."""
+    height = T_wc[..., :3, 3] @ contacts.up - config.ground_height
+    speed = np.linalg.norm(point_velocity, axis=-1)
+    return np.asarray((height < config.contact_height) & (speed < config.contact_speed))
+
+
+def contact_wrenches(contacts: Contacts, lam: FloatArray) -> FloatArray:
+    """lam (..., m) stacked per contact -> (..., k, 6) wrenches (m, f) at the contact points in
+    link axes (a point contact's moment is zero)."""
+    out = np.zeros(np.shape(lam)[:-1] + (contacts.k, 6))
+    for i, kind in enumerate(contacts.kinds):
+        r = lam[..., contacts.rows[i]: contacts.rows[i + 1]]
+        if kind == "point":
+            out[..., i, 3:] = r
+        else:
+            out[..., i, :] = r
+    return out
+
+
+def stacked_forces(contacts: Contacts, wrench: FloatArray) -> FloatArray:
+    """Inverse of :func:`contact_wrenches`: (..., k, 6) -> lam (..., m)."""
+    parts = [wrench[..., i, 3:] if kind == "point" else wrench[..., i, :]
+             for i, kind in enumerate(contacts.kinds)]
+    return np.concatenate(parts, axis=-1)
+
+
+def wrench_at_link(contacts: Contacts, wrench: FloatArray) -> FloatArray:
+    """(..., k, 6) wrenches at the contact points -> the same wrenches about the link origins
+    (m + p x f, f), for messages whose frame is the contact link."""
+    out = np.array(wrench, dtype=np.float64)
+    out[..., :3] += np.cross(contacts.offsets, out[..., 3:])
+    return out
+
+
+class ContactChecks(NamedTuple):
+    """Violations, never hidden: per contact (..., k) pulling (normal force < 0) and slipping
+    (outside the friction cone, |tangential| > mu normal), active contacts only; per sample
+    (...,) unbalanced (no contact force realises the motion; least squares used)."""
+
+    pulling: BoolArray
+    slipping: BoolArray
+    unbalanced: BoolArray
+
+
+def check_forces(contacts: Contacts, T_wc: FloatArray, wrench: FloatArray,
+                 active: BoolArray) -> tuple[BoolArray, BoolArray]:
+    """(pulling, slipping) of the contact forces against the ground normal ``up`` (the core's
+    contact_wrench_checks takes the contact frame's z as the normal, which a point foot on a
+    rotating shank does not keep)."""
+    f_world = np.einsum("...ij,...j->...i", T_wc[..., :3, :3], wrench[..., 3:])
+    normal = f_world @ contacts.up
+    tangential = np.linalg.norm(f_world - normal[..., None] * contacts.up, axis=-1)
+    # A small tolerance keeps rounding at an unloaded contact from counting as a violation.
+    tol = 1e-9 * (1.0 + np.linalg.norm(f_world, axis=-1))
+    pulling = active & (normal < -tol)
+    slipping = active & ~pulling & (tangential > contacts.mu * normal + tol)
+    return np.asarray(pulling), np.asarray(slipping)
+
+
+def forces_closest_to(tau_full: FloatArray, A: FloatArray, target: FloatArray, n_base: int,
+                      active_rows: BoolArray) -> FloatArray:
+    """Contact forces lam (..., m) whose torques come closest to ``target`` (..., n):
+
+        min |target - (tau_j - A_j^T lam)|  subject to  tau_b = A_b^T lam,
+
+    tau_full = [tau_b; tau_j] the unconstrained RNEA, A = [A_b A_j] (..., m, nv) and inactive
+    rows held at zero. The base rows are weighted 1e6 above the joint rows: their residual is
+    then least squares on its own when the contacts cannot carry the base wrench exactly.
+    """
+    A = np.where(active_rows[..., None], A, 0.0)
+    At = np.swapaxes(A, -1, -2)  # (..., nv, m)
+    rhs = np.concatenate((tau_full[..., :n_base], tau_full[..., n_base:] - target), axis=-1)
+    weight = np.ones(At.shape[-2])
+    weight[:n_base] = 1e6
+    lam = np.linalg.pinv(weight[:, None] * At) @ (weight * rhs)[..., None]
+    return lam[..., 0]
+
+
+def joint_torques(tau_full: FloatArray, A: FloatArray, lam: FloatArray, n_base: int) -> FloatArray:
+    """tau = tau_j - A_j^T lam, the joint torques that realise the motion with forces lam."""
+    return tau_full[..., n_base:] - np.einsum("...mi,...m->...i", A[..., n_base:], lam)
+
+
+def active_topic_names(contacts: Contacts, topics: Sequence[str]) -> tuple[str, ...]:
+    """The wrench sensor topic of each contact: ``contact_wrench_topics`` or contact_sensor/<link>."""
+    return tuple(topics) if topics else tuple(f"contact_sensor/{link}" for link in contacts.links)

@@ -1,0 +1,159 @@
+"""Contacts in the ROS-free pipeline (the node's path): a Solo12 standing still, checked against
+Pinocchio's statics; every contact-state source, stale and bad state, flight, bad configuration."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pinocchio as pin
+import pytest
+from rosbags.typesys import Stores, get_typestore
+
+from liedyn_ros import core
+from liedyn_ros.pipeline import (
+    DynamicsPipeline,
+    MessageClasses,
+    OutputMessageFactory,
+    PipelineConfig,
+    SkipReason,
+    compute_outputs,
+    resolve_contacts,
+)
+from liedyn_ros.robot_data import robots_dir
+
+import contact_sim  # noqa: E402  (test/ helper)
+from test_pipeline import odometry, ros_joint_state
+
+URDF = robots_dir() / "solo_description/robots/solo12.urdf"
+FEET = list(contact_sim.FEET)
+TS = get_typestore(Stores.ROS2_JAZZY)
+T = TS.types
+STAMP = 10**9
+
+
+@pytest.fixture(scope="module")
+def solo() -> tuple[Any, pin.Model, np.ndarray]:
+    """(our model, Pinocchio's, Pinocchio's q of the robot standing with its feet on z = 0)."""
+    model = core.load_urdf(str(URDF), floating_base=True)
+    pin_model = pin.buildModelFromUrdf(str(URDF), pin.JointModelFreeFlyer())
+    data = pin_model.createData()
+    q = contact_sim.standing_posture(pin_model)
+    pin.framesForwardKinematics(pin_model, data, q)
+    q[2] -= np.mean([data.oMf[pin_model.getFrameId(f)].translation[2] for f in FEET])
+    assert tuple(pin_model.names[2:]) == model.joint_names
+    return model, pin_model, q
+
+
+def feed(pipe: DynamicsPipeline, q_pin: np.ndarray, stamp: int = STAMP, lift: float = 0.0) -> Any:
+    pipe.on_odometry(odometry("rosbags", stamp, q_pin[:3] + [0, 0, lift], q_pin[3:7], np.zeros(6), "base_link"))
+    n = len(q_pin) - 7
+    return pipe.on_joint_state(ros_joint_state(stamp, list(pipe.model.joint_names), q_pin[7:], np.zeros(n), np.zeros(n)))
+
+
+def flags(values: list[int]) -> Any:
+    return T["std_msgs/msg/UInt8MultiArray"](layout=T["std_msgs/msg/MultiArrayLayout"](dim=[], data_offset=0),
+                                             data=np.array(values, dtype=np.uint8))
+
+
+def foot_wrench(stamp: int, link: str, fz: float) -> Any:
+    sec, nsec = divmod(stamp, 10**9)
+    V = T["geometry_msgs/msg/Vector3"]
+    header = T["std_msgs/msg/Header"](stamp=T["builtin_interfaces/msg/Time"](sec=sec, nanosec=nsec), frame_id=link)
+    return T["geometry_msgs/msg/WrenchStamped"](header=header, wrench=T["geometry_msgs/msg/Wrench"](
+        force=V(x=0.0, y=0.0, z=fz), torque=V(x=0.0, y=0.0, z=0.0)))
+
+
+def config(**kw: Any) -> PipelineConfig:
+    return PipelineConfig(contact_links=tuple(FEET), base_link="base_link", **kw)
+
+
+def test_standing_torques_carry_the_weight_as_pinocchio_statics_demand(solo) -> None:
+    model, pin_model, q = solo
+    pipe = DynamicsPipeline(model, config(publish_unconstrained=True))
+    out = feed(pipe, q)
+    res = out.outputs
+    # Pinocchio's statics: g(q) = [0; tau] + sum_i J_i^T f_i, J_i the feet's LOCAL linear Jacobians.
+    data = pin_model.createData()
+    g = pin.computeGeneralizedGravity(pin_model, data, q)
+    pin.computeJointJacobians(pin_model, data, q)
+    pin.updateFramePlacements(pin_model, data)
+    J = np.vstack([pin.getFrameJacobian(pin_model, data, pin_model.getFrameId(f), pin.LOCAL)[:3] for f in FEET])
+    f = res.contact_wrench[:, 3:].reshape(-1)
+    np.testing.assert_allclose(np.concatenate([np.zeros(6), res.tau_ff]) + J.T @ f, g, atol=1e-10)
+    # Minimum torque among all forces that hold the robot: the least-squares solution on the
+    # null space of the base rows, from Pinocchio's matrices.
+    G, H = J[:, :6].T, J[:, 6:].T
+    f0 = np.linalg.lstsq(G, g[:6], rcond=None)[0]
+    N = np.linalg.svd(G)[2][np.linalg.matrix_rank(G):].T
+    z = np.linalg.lstsq(H @ N, g[6:] - H @ f0, rcond=None)[0]
+    np.testing.assert_allclose(res.tau_ff, g[6:] - H @ (f0 + N @ z), atol=1e-10)
+    # The feet carry the weight; the knees hold it, which the unconstrained torques miss.
+    R = np.array([data.oMf[pin_model.getFrameId(f)].rotation for f in FEET])
+    assert np.einsum("kij,kj->ki", R, res.contact_wrench[:, 3:])[:, 2].sum() == pytest.approx(9.81 * model.mass)
+    knees = [j for j, n in enumerate(model.joint_names) if n.endswith("KFE")]
+    assert np.all(np.abs(res.tau_ff[knees]) > 4 * np.abs(res.tau_free[knees]))
+    np.testing.assert_allclose(res.tau_g, res.tau_ff, atol=1e-12)  # at rest
+    assert not (res.checks.pulling.any() or res.checks.slipping.any() or res.checks.unbalanced)
+    msgs = OutputMessageFactory(MessageClasses.from_typestore(TS), model, pipe.config).build(out)
+    assert {f"contact_wrench/{f}" for f in FEET} <= set(msgs)
+    assert msgs["contact_wrench/FL_FOOT"].header.frame_id == "FL_FOOT"
+    assert msgs["contact_wrench/FL_FOOT"].wrench.force.z == pytest.approx(res.contact_wrench[0, 5])
+    np.testing.assert_allclose(msgs["unconstrained/feedforward_torque"].effort, res.tau_free)
+
+
+def test_topic_source_pairs_flags_by_stamp(solo) -> None:
+    model, _, q = solo
+    pipe = DynamicsPipeline(model, config(contact_source="topic", contact_max_age=0.02))
+    assert feed(pipe, q) is None and pipe.stats.skipped == {SkipReason.NO_CONTACT_STATE: 1}
+    assert pipe.on_contact_state(flags([1, 0, 0]), STAMP) is SkipReason.BAD_CONTACT_STATE
+    pipe.on_contact_state(flags([1, 0, 0, 1]), STAMP - 5_000_000)
+    out = feed(pipe, q)
+    np.testing.assert_array_equal(out.outputs.contact_active, [True, False, False, True])
+    assert out.outputs.contact_wrench[1:3].sum() == 0.0
+    assert feed(pipe, q, STAMP + 30_000_000) is None
+    assert pipe.stats.skipped[SkipReason.STALE_CONTACT_STATE] == 1
+    assert pipe.stats.skipped[SkipReason.BAD_CONTACT_STATE] == 1
+
+
+def test_wrench_source_thresholds_each_foot(solo) -> None:
+    model, _, q = solo
+    pipe = DynamicsPipeline(model, config(contact_source="wrench", contact_force_threshold=5.0))
+    for i, (foot, fz) in enumerate(zip(FEET[:3], (12.0, 1.0, 3.0))):
+        pipe.on_contact_wrench(i, foot_wrench(STAMP, foot, fz))
+    assert feed(pipe, q) is None and pipe.stats.skipped == {SkipReason.NO_CONTACT_STATE: 1}  # HR silent
+    pipe.on_contact_wrench(3, foot_wrench(STAMP - 40_000_000, FEET[3], 11.0))
+    assert feed(pipe, q) is None and pipe.stats.skipped[SkipReason.STALE_CONTACT_STATE] == 1
+    pipe.on_contact_wrench(3, foot_wrench(STAMP, FEET[3], 11.0))
+    np.testing.assert_array_equal(feed(pipe, q).outputs.contact_active, [True, False, False, True])
+
+
+def test_kinematic_source_and_flight(solo) -> None:
+    model, _, q = solo
+    pipe = DynamicsPipeline(model, config(contact_source="kinematic"), log=lambda text: None)
+    assert feed(pipe, q).outputs.contact_active.all()
+    flying = feed(pipe, q, STAMP + 1_000_000, lift=0.1).outputs  # every foot 10 cm up: flight
+    assert not flying.contact_active.any()
+    pose = core.pose_from_position_quaternion(q[:3] + [0, 0, 0.1], q[3:7])
+    free = compute_outputs(model, q[7:], np.zeros(18), np.zeros(18), np.zeros(12), pose)
+    np.testing.assert_allclose(flying.tau_ff, free.tau_ff)
+    np.testing.assert_allclose(flying.base_acc_pred, free.base_acc_pred)  # falls freely
+    assert flying.base_acc_pred[3:] @ (pose[:3, :3].T @ np.array([0, 0, 1.0])) < -9.0
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(contact_links=("FL_FOOT", "PAW")), "contact_links: ['PAW']"),
+    (dict(contact_links=("FL_FOOT",), friction_coefficient=0.0), "friction_coefficient"),
+    (dict(contact_links=("FL_FOOT",), contact_types=("line",)), "contact_types"),
+    (dict(contact_links=("FL_FOOT",), contact_source="pressure"), "contact_source"),
+])
+def test_bad_contact_configuration_is_refused_by_name(solo, kw, message) -> None:
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        DynamicsPipeline(solo[0], PipelineConfig(**kw))
+
+
+def test_contacts_resolve_on_merged_links_with_offsets(solo) -> None:
+    contacts = resolve_contacts(solo[0], PipelineConfig(contact_links=("FL_FOOT", "HR_FOOT"),
+                                                        contact_types=("point", "flat"),
+                                                        contact_offsets=(0, 0, -0.01, 0, 0, 0.02)))
+    assert contacts is not None and contacts.kinds == ("point", "flat") and list(contacts.rows) == [0, 3, 9]
+    np.testing.assert_allclose(contacts.offsets[:, 2], [-0.01, 0.02])
