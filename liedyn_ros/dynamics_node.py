@@ -43,6 +43,7 @@ from liedyn_ros.pipeline import (
     config_from_parameters,
     contact_wrench_topic,
 )
+from liedyn_ros.pipeline.payload import DYNAMICS_PARAMETERS, Dynamics, dynamics_from
 
 # name -> (default, description); the types follow the defaults.
 PARAMETERS: dict[str, tuple[Any, str]] = {
@@ -76,6 +77,7 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "ground_height": (0.0, "kinematic source: world height of the ground plane [m]"),
     "publish_unconstrained": (False, "with contacts, also publish unconstrained/feedforward_torque"),
     "diagnostics_period": (1.0, "seconds between /diagnostics messages"),
+    **DYNAMICS_PARAMETERS,  # payload, friction, inertial parameters: swapped in at run time
 }
 # diagnostic_msgs/DiagnosticStatus levels. The generated class serves them through its
 # metaclass, which the type stubs model as instance attributes; spelled out here instead.
@@ -84,7 +86,7 @@ DIAG_OK, DIAG_WARN, DIAG_ERROR = b"\x00", b"\x01", b"\x02"
 
 def config_from(values: dict[str, Any]) -> PipelineConfig:
     """PipelineConfig from parameter values; raises ValueError naming a bad parameter."""
-    return config_from_parameters(values)
+    return config_from_parameters({k: v for k, v in values.items() if k not in DYNAMICS_PARAMETERS})
 
 
 class DynamicsNode(Node):
@@ -103,6 +105,8 @@ class DynamicsNode(Node):
         self._description = ""
         self._model_status = "waiting for robot_description"
         self._rebuild = False
+        self._urdf_model: Any = None  # the model before payload and corrections
+        self._swap: Dynamics | None = None  # accepted payload/friction change, swapped in next sample
         self._last_diag = (time.monotonic(), 0, 0)
         self._outputs = self._create_publishers()
         self._contact_subscriptions: list[Any] = []
@@ -191,15 +195,19 @@ class DynamicsNode(Node):
         try:
             model = core.load_urdf(description, floating_base=bool(values["floating_base"]))
             model = model.with_gravity(np.asarray(values["gravity"], dtype=np.float64))
+            dynamics = dynamics_from(model, values)
             config = config_from(values)
             factory = OutputMessageFactory(self._classes, model, config)
             logger = self.get_logger()
-            pipeline = DynamicsPipeline(model, config, log=lambda text: logger.warning(text))
+            pipeline = DynamicsPipeline(dynamics.model, config, log=lambda text: logger.warning(text),
+                                        friction=dynamics.friction)
         except ValueError as exc:
             self._pipeline = self._factory = None
             self._model_status = f"model error: {exc}"
             self.get_logger().error(f"cannot build the dynamics model: {exc}")
             return
+        logger = self.get_logger()
+        self._urdf_model, self._swap = model, None
         self._pipeline = pipeline
         self._wire_contacts(config)
         logger.info("preparing the compiled dynamics (a minute on the first run after an install)")
@@ -211,7 +219,8 @@ class DynamicsNode(Node):
         logger.info(f"dynamics model ready in {seconds:.1f} s: {self._model_status}, joints {list(model.joint_names)}")
 
     def _validate_parameters(self, params: list[Parameter]) -> SetParametersResult:
-        """Reject bad values before they are set; accepted ones rebuild the pipeline."""
+        """Reject bad values before they are set. Payload and friction changes alone build the new
+        model here and swap it in before the next sample; anything else rebuilds the pipeline."""
         values = {name: self.get_parameter(name).value for name in PARAMETERS}
         values.update({p.name: p.value for p in params if p.name in PARAMETERS})
         try:
@@ -219,9 +228,13 @@ class DynamicsNode(Node):
             gravity = np.asarray(values["gravity"], dtype=np.float64)
             if gravity.shape != (3,) or not np.isfinite(gravity).all():
                 raise ValueError(f"gravity: expected 3 finite numbers, got {list(gravity)}")
+            dynamics = dynamics_from(self._urdf_model, values) if self._urdf_model is not None else None
         except (ValueError, TypeError) as exc:
             return SetParametersResult(successful=False, reason=str(exc))
-        self._rebuild = True
+        if dynamics is not None and all(p.name in DYNAMICS_PARAMETERS for p in params):
+            self._swap = dynamics
+        else:
+            self._rebuild = True
         return SetParametersResult(successful=True)
 
     def _apply_parameter_change(self) -> None:
@@ -236,6 +249,10 @@ class DynamicsNode(Node):
     def _on_joint_state(self, msg: sensor_msgs.JointState) -> None:
         if self._rebuild:
             self._apply_parameter_change()
+        if self._swap is not None and self._pipeline is not None:
+            self._pipeline.set_dynamics(self._swap)
+            self._swap = None
+            self.get_logger().info("payload/friction parameters applied")
         if self._pipeline is None or self._factory is None:
             return
         out = self._pipeline.on_joint_state(msg)

@@ -61,6 +61,7 @@ def compute_outputs(
     base_pose: FloatArray | None = None,
     *,
     ff_state: tuple[FloatArray, FloatArray] | None = None,
+    friction: core.Friction | None = None,
 ) -> DynamicsOutputs:
     """Feedforward, gravity and predicted accelerations, batched over leading dimensions.
 
@@ -70,10 +71,13 @@ def compute_outputs(
     ``ff_state = (q_ff, v_ff)`` evaluates the feedforward at another state (the reference
     trajectory) instead of (q, v). Returns joint-space parts of length n; the base parts go
     to ``base_wrench`` / ``base_acc_pred``. A single sample of contiguous float64 vectors
-    takes the core's single-sample fast path (the node's case).
+    takes the core's single-sample fast path (the node's case). ``friction`` adds its torque
+    at the feedforward's joint velocities to tau_ff (friction compensation).
     """
     q_ff, v_ff = (q, v) if ff_state is None else ff_state
     tau_ff_full = core.rnea(model, q_ff, v_ff, a, base_pose=base_pose)
+    if friction is not None:
+        tau_ff_full[..., model.nv - model.n:] += core.friction_torque(friction, v_ff[..., model.nv - model.n:])
     tau_g_full = core.gravity(model, q, base_pose=base_pose)
     acc_full = _predict_accelerations(model, q, v, effort, base_pose)
     if not model.floating_base:
@@ -139,6 +143,7 @@ def compute_contact_outputs(
     *,
     solution: str = "min_torque",
     ff_state: tuple[FloatArray, FloatArray] | None = None,
+    friction: Any = None,
 ) -> DynamicsOutputs:
     """:func:`compute_outputs` with the active contacts (..., k) holding their points still.
 
@@ -150,9 +155,9 @@ def compute_contact_outputs(
     contact velocity is not checked (tol=inf); when no contact force balances the base (two
     feet and a rotation about the line through them in the estimated acceleration), the forces
     are the least-squares ones of :func:`~liedyn_ros.pipeline.contacts.forces_closest_to` and
-    the sample is flagged ``checks.unbalanced``.
+    the sample is flagged ``checks.unbalanced``. ``friction`` as in :func:`compute_outputs`.
     """
-    free = compute_outputs(model, q, v, a, effort, base_pose, ff_state=ff_state)
+    free = compute_outputs(model, q, v, a, effort, base_pose, ff_state=ff_state, friction=friction)
     active = np.asarray(active, dtype=bool)
     wrench = np.zeros(active.shape + (6,))
     unbalanced = np.zeros(active.shape[:-1], dtype=bool)
@@ -167,6 +172,8 @@ def compute_contact_outputs(
         tau_ff[take], lam, unbalanced[take] = contact_torques(
             model, contacts, q_ff[take], v_ff[take], a[take], pose, active[take], solution)
         tau_g[take], _, _ = contact_torques(model, contacts, q[take], rest, rest, pose, active[take], solution)
+        if friction is not None:  # compensated on the contact-consistent torques too
+            tau_ff[take] += core.friction_torque(friction, v_ff[take][..., model.nv - model.n:])
         wrench[take] = contact_wrenches(contacts, lam)
         wrench[~active] = 0.0  # the core's inactive rows are zero up to rounding
         out = out._replace(tau_ff=tau_ff, tau_g=tau_g)

@@ -20,6 +20,7 @@ from liedyn_ros.pipeline.contacts import (
 from liedyn_ros.pipeline.decode import JointSample, JointStateDecoder, stamp_to_ns
 from liedyn_ros.pipeline.estimate import AccelerationEstimator
 from liedyn_ros.pipeline.pair import BaseState, Reference, decode_odometry, decode_reference, pair_odometry
+from liedyn_ros.pipeline.payload import Dynamics
 
 
 class PipelineOutput(NamedTuple):
@@ -89,8 +90,9 @@ class DynamicsPipeline:
         *,
         log: Logger = lambda text: None,
         clock: Callable[[], float] = time.monotonic,
+        friction: Any = None,
     ) -> None:
-        self.model = model
+        self._dynamics = Dynamics(model, friction)
         self.config = config or PipelineConfig()
         self.decoder = JointStateDecoder(model)
         self.stats = PipelineStats()
@@ -121,6 +123,18 @@ class DynamicsPipeline:
         # when a trajectory arrives; per sample only v_ff's base part changes.
         self._reference_a = self._zero_acceleration
         self._reference_v = self._zero_acceleration.copy()
+
+    @property
+    def model(self) -> Any:
+        return self._dynamics.model
+
+    def set_dynamics(self, dynamics: Dynamics) -> None:
+        """Swap model and friction (a payload grasped, friction retuned) in one assignment: every
+        sample is computed with the old pair or the new one, never half of each. The joints
+        must stay the same; the estimator, odometry and reference are kept."""
+        if tuple(dynamics.model.joint_names) != tuple(self.model.joint_names):
+            raise ValueError("model: a swapped model must have the same joints")
+        self._dynamics = dynamics
 
     # -- inputs -----------------------------------------------------------------------
 
@@ -243,21 +257,22 @@ class DynamicsPipeline:
     ) -> DynamicsOutputs:
         """compute_outputs (compute_contact_outputs with contacts); a model without forward
         dynamics keeps its torques, not its predictions."""
+        model, friction = self._dynamics  # read once: a swap in between cannot mix two models
         if not self._no_forward_dynamics:
             try:
-                return self._dynamics(sample.q, v, a, sample.effort, pose, ff_state, active)
+                return self._outputs(model, friction, sample.q, v, a, sample.effort, pose, ff_state, active)
             except SingularInertiaError as exc:  # a property of the model, not of the sample
                 self._forget_forward_dynamics(exc)
-        return self._dynamics(sample.q, v, a, None, pose, ff_state, active)
+        return self._outputs(model, friction, sample.q, v, a, None, pose, ff_state, active)
 
-    def _dynamics(
-        self, q: FloatArray, v: FloatArray, a: FloatArray, effort: FloatArray | None,
+    def _outputs(
+        self, model: Any, friction: Any, q: FloatArray, v: FloatArray, a: FloatArray, effort: FloatArray | None,
         pose: FloatArray | None, ff_state: tuple[FloatArray, FloatArray] | None, active: np.ndarray | None,
     ) -> DynamicsOutputs:
         if self.contacts is None or active is None:
-            return compute_outputs(self.model, q, v, a, effort, pose, ff_state=ff_state)
-        out = compute_contact_outputs(self.model, self.contacts, q, v, a, effort, pose, active,
-                                      solution=self.config.contact_solution, ff_state=ff_state)
+            return compute_outputs(model, q, v, a, effort, pose, ff_state=ff_state, friction=friction)
+        out = compute_contact_outputs(model, self.contacts, q, v, a, effort, pose, active,
+                                      solution=self.config.contact_solution, ff_state=ff_state, friction=friction)
         checks, stats = out.checks, self.stats
         if checks is not None and (checks.pulling.any() or checks.slipping.any() or checks.unbalanced):
             stats.contact_pulling += int(checks.pulling.sum())

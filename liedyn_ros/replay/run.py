@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from liedyn_ros import core, pipeline
+from liedyn_ros.pipeline.payload import DYNAMICS_PARAMETERS
 
 from . import diagnose
 from .accel import SavgolSettings, StreamingDifferentiator
@@ -127,8 +128,9 @@ def replay_config(options: ReplayOptions) -> tuple[pipeline.PipelineConfig, dict
     """The pipeline settings of --params (the replay estimates its own accelerations) and the
     parameters themselves."""
     params = load_parameters(options.params) if options.params is not None else {}
-    values = {k: v for k, v in params.items()
-              if k not in ("acceleration_source", "estimator_window", "estimator_min_samples")}
+    # The replay estimates its own accelerations; payload and friction are model changes.
+    skip = {"acceleration_source", "estimator_window", "estimator_min_samples"} | set(DYNAMICS_PARAMETERS)
+    values = {k: v for k, v in params.items() if k not in skip}
     try:
         config = pipeline.config_from_parameters(values)
     except ValueError as err:
