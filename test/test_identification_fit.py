@@ -18,9 +18,11 @@ from rosbags.typesys import Stores, get_typestore
 from liedyn_ros import core
 from liedyn_ros.core import identification as ident
 from liedyn_ros.core.identification.fit import IdentificationProblem, NormalEquations, identify
+from liedyn_ros.pipeline.payload import dynamics_from
 from liedyn_ros.replay.cli import main
 from robots import urdf_text
 from simulated import arm_urdf, simulate
+from test_pipeline import read_ros_parameters
 
 LINK = "panda_hand"
 MASS, COM = 1.5, np.array([0.02, -0.01, 0.08])
@@ -131,6 +133,11 @@ def test_replay_identifies_a_noisy_recording(arm, tmp_path):
     assert np.linalg.norm(np.array(params["payload_com"]) - COM) < 0.01
     assert all(section["validation_rms_after"][j] < section["validation_rms_before"][j] for j in model.joint_names)
     assert all(p["std"] is not None and p["std"] > 0 for p in section["parameters"])
+    # the node's parameter file, read as the node's config files are read in test_pipeline
     text = (out / "identified.yaml").read_text()
-    assert text.splitlines()[1:3] == ["/**:", "  ros__parameters:"]
-    assert f'payload_link: "{LINK}"' in text and (out / "identification.png").is_file()
+    assert text.splitlines()[1:3] == ["/**:", "  ros__parameters:"] and (out / "identification.png").is_file()
+    values = read_ros_parameters(out / "identified.yaml")
+    assert values == params
+    loaded = dynamics_from(model, values | {"friction_compensation": True})
+    np.testing.assert_allclose(loaded.friction.coulomb, params["friction_coulomb"])
+    assert loaded.model.mass == pytest.approx(model.mass + params["payload_mass"])

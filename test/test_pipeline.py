@@ -36,6 +36,7 @@ from liedyn_ros.pipeline import (
     pair_odometry,
     prepare_kernels,
 )
+from liedyn_ros.pipeline.payload import DYNAMICS_PARAMETERS
 from liedyn_ros.robot_data import robots_dir
 
 # example-robot-data ships its URDFs in the cmeel prefix of site-packages.
@@ -820,7 +821,7 @@ def test_floating_base_estimated_acceleration_includes_the_base(floating: Any, f
 # ---------------------------------------------------------------------------- shipped config
 
 REPO = Path(__file__).resolve().parents[1]
-NODE_ONLY = {"robot_description", "floating_base", "gravity", "diagnostics_period"}
+NODE_ONLY = {"robot_description", "floating_base", "gravity", "diagnostics_period"} | set(DYNAMICS_PARAMETERS)
 
 
 def read_ros_parameters(path: Path) -> dict[str, Any]:
@@ -849,3 +850,4 @@ def test_config_files_are_valid_pipeline_configs(name: str) -> None:
     assert len(values["gravity"]) == 3 and all(isinstance(g, float) for g in values["gravity"])
     if name == "dynamics.yaml":  # the documented defaults are the pipeline's defaults
         assert config == PipelineConfig()
+        assert {k: values[k] for k in DYNAMICS_PARAMETERS} == {k: d for k, (d, _) in DYNAMICS_PARAMETERS.items()}
