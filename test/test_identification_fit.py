@@ -141,3 +141,30 @@ def test_replay_identifies_a_noisy_recording(arm, tmp_path):
     loaded = dynamics_from(model, values | {"friction_compensation": True})
     np.testing.assert_allclose(loaded.friction.coulomb, params["friction_coulomb"])
     assert loaded.model.mass == pytest.approx(model.mass + params["payload_mass"])
+
+
+def test_replay_params_apply_payload_and_friction_and_identify_replaces_the_payload(arm, tmp_path):
+    """--params with a payload and friction compensation: the replay's feedforward is the payload
+    model's rnea plus the friction torque; --identify payload then fits the whole payload again."""
+    model, sim, damping, friction = arm
+    rec = record(arm, 4.0, seed=5)
+    bag = write_joint_states(tmp_path / "bag", rec, rec.q, rec.qd, rec.effort)
+    urdf = tmp_path / "arm.urdf"
+    urdf.write_text(re.sub(r"<mimic[^>]*/>", "", urdf_text("panda")).replace('type="prismatic"', 'type="fixed"'))
+    I = I_COM[[0, 0, 0, 1, 1, 2], [0, 1, 2, 1, 2, 2]].tolist()
+    params = tmp_path / "params.yaml"
+    params.write_text("/**:\n  ros__parameters:\n"
+                      f"    payload_link: {LINK}\n    payload_mass: 0.5\n    payload_com: {COM.tolist()}\n"
+                      f"    payload_inertia: {I}\n    friction_compensation: true\n"
+                      f"    friction_coulomb: {[float(f) for f in friction.values()]}\n    friction_viscous: [0.5]\n")
+    out = tmp_path / "out"
+    assert main([str(bag), "--out", str(out), "--urdf", str(urdf), "--no-progress", "--no-plots",
+                 "--params", str(params), "--identify", "payload", LINK, "--identify", "friction"]) == 0
+    tau = np.loadtxt(out / "feedforward_torque.csv", delimiter=",", skiprows=1)[:, 1:]
+    qdd = np.loadtxt(out / "estimated_acceleration.csv", delimiter=",", skiprows=1)[:, 1:]
+    held = ident.with_payload(model, LINK, 0.5, COM, I)
+    qd = rec.qd[:len(tau)]
+    want = core.rnea(held, rec.q[:len(tau)], qd, qdd) + np.array(list(friction.values())) * np.tanh(qd / 0.01) + 0.5 * qd
+    np.testing.assert_allclose(tau, want, rtol=1e-9, atol=1e-9)
+    section = json.loads((out / "summary.json").read_text())["identification"]
+    assert section["node_parameters"]["payload_mass"] == pytest.approx(MASS, rel=0.1)  # the whole 1.5 kg, not 1.0

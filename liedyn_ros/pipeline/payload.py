@@ -41,7 +41,10 @@ class Dynamics(NamedTuple):
 
 
 def _per_joint(name: str, values: Any, n: int) -> np.ndarray:
-    x = np.asarray(values, dtype=np.float64).reshape(-1)
+    try:
+        x = np.asarray(values, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: expected numbers ({exc})") from None
     if x.size == 1:
         return np.full(n, x[0])
     if x.size != n:
@@ -73,6 +76,6 @@ def dynamics_from(model: Any, values: dict[str, Any]) -> Dynamics:
             coulomb, viscous, offset = (_per_joint(f"friction_{k}", get[f"friction_{k}"], model.n)
                                         for k in ("coulomb", "viscous", "offset"))
             friction = Friction(coulomb, viscous, offset, smoothing=float(get["friction_smoothing"]))
-        except ValueError as exc:
+        except (TypeError, ValueError) as exc:
             raise ValueError(str(exc) if str(exc).startswith("friction_") else f"friction_{exc}") from None
     return Dynamics(model, friction)

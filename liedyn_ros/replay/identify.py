@@ -50,8 +50,10 @@ def parse_targets(model: Any, targets: Sequence[Sequence[str]]) -> Identificatio
 class Identifier:
     """Accumulates a replay's samples; `finish` fits and writes the results."""
 
-    def __init__(self, problem: IdentificationProblem, expected_samples: int) -> None:
+    def __init__(self, problem: IdentificationProblem, expected_samples: int,
+                 payload: NDArray[np.float64] | None = None) -> None:
         self.problem = problem
+        self.payload = payload  # a known payload's share of parameters(problem.model), or None
         n, p = problem.model.n, problem.size
         self.fit, self.validation = NormalEquations(n, p), NormalEquations(n, p)
         self.split = int(FIT_SHARE * expected_samples)
@@ -80,10 +82,10 @@ class Identifier:
             raise ReplayError("--identify: too few moving samples with measured effort to fit and validate")
         result = identify(self.problem, self.fit, self.validation)
         files = [out / "identified.yaml"]
-        files[0].write_text(parameter_file(result))
+        files[0].write_text(parameter_file(result, self.payload))
         if plots and len(self.t):
             files.append(self._plot(out / "identification.png", result))
-        return summary_section(result), files
+        return summary_section(result, self.payload), files
 
     def _plot(self, path: Path, result: IdentificationResult) -> Path:
         import matplotlib
@@ -109,8 +111,9 @@ class Identifier:
         return path
 
 
-def node_parameters(result: IdentificationResult) -> dict[str, Any]:
-    """The node's parameters (CONVENTIONS.md) holding what was identified."""
+def node_parameters(result: IdentificationResult, payload: NDArray[np.float64] | None = None) -> dict[str, Any]:
+    """The node's parameters (CONVENTIONS.md) holding what was identified. `payload`: the share of
+    a known payload in the model's parameters, which inertial_parameters leave to payload_*."""
     params: dict[str, Any] = {}
     payload = result.payload
     if payload is not None:
@@ -121,19 +124,20 @@ def node_parameters(result: IdentificationResult) -> dict[str, Any]:
         params |= {"friction_coulomb": friction.coulomb.tolist(), "friction_viscous": friction.viscous.tolist(),
                    "friction_offset": friction.offset.tolist(), "friction_smoothing": friction.smoothing}
     if result.parameters is not None:
-        params["inertial_parameters"] = result.parameters.tolist()
+        pi = result.parameters if payload is None else result.parameters - payload
+        params["inertial_parameters"] = pi.tolist()
     return params
 
 
-def parameter_file(result: IdentificationResult) -> str:
+def parameter_file(result: IdentificationResult, payload: NDArray[np.float64] | None = None) -> str:
     """A ros__parameters YAML for any node name (`/**`); values as JSON, which YAML reads."""
     lines = ["# identified by liedyn-replay --identify; load with --params-file or ros2 param load",
              "/**:", "  ros__parameters:"]
-    lines += [f"    {k}: {json.dumps(v)}" for k, v in node_parameters(result).items()]
+    lines += [f"    {k}: {json.dumps(v)}" for k, v in node_parameters(result, payload).items()]
     return "\n".join(lines) + "\n"
 
 
-def summary_section(result: IdentificationResult) -> dict[str, Any]:
+def summary_section(result: IdentificationResult, payload: NDArray[np.float64] | None = None) -> dict[str, Any]:
     """summary.json's "identification": every parameter with its standard deviation (null where
     the recording does not identify it), what is not excited, residual RMS before and after."""
     names = result.problem.model.joint_names
@@ -149,7 +153,7 @@ def summary_section(result: IdentificationResult) -> dict[str, Any]:
                        for label, x, s, ok in zip(result.problem.labels, result.x, result.std, result.identifiable)],
         "validation_rms_before": dict(zip(names, map(num, result.rms_before))),
         "validation_rms_after": dict(zip(names, map(num, result.rms_after))),
-        "node_parameters": node_parameters(result),
+        "node_parameters": node_parameters(result, payload),
     }
 
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from liedyn_ros import core, pipeline
-from liedyn_ros.pipeline.payload import DYNAMICS_PARAMETERS
+from liedyn_ros.pipeline.payload import DYNAMICS_PARAMETERS, Dynamics, dynamics_from
 
 from . import diagnose
 from .accel import SavgolSettings, StreamingDifferentiator
@@ -173,6 +173,30 @@ def load_model(bags: BagSet, options: ReplayOptions, params: dict[str, Any] | No
     return model
 
 
+def _dynamics(urdf_model: Any, params: dict[str, Any], options: ReplayOptions) -> Dynamics:
+    """The node's model and friction compensation: --params' payload, friction, inertial parameters."""
+    try:
+        return dynamics_from(urdf_model, params)
+    except ValueError as err:
+        raise ReplayError(f"--params {options.params}: {err}") from err
+
+
+def _identifier(urdf_model: Any, params: dict[str, Any], options: ReplayOptions, samples: int) -> Identifier | None:
+    """The fit of --identify on the node's model. An identified payload replaces the one of --params;
+    a payload of --params that stays is left out of the identified inertial_parameters again (the
+    node adds it to them)."""
+    if not options.identify:
+        return None
+    problem = parse_targets(urdf_model, options.identify)
+    keep = {k: v for k, v in params.items() if k in DYNAMICS_PARAMETERS and k != "friction_compensation"}
+    if problem.payload_link:
+        keep = {k: v for k, v in keep.items() if not k.startswith("payload_")}
+    bare = _dynamics(urdf_model, {k: v for k, v in keep.items() if not k.startswith("payload_")}, options).model
+    model = _dynamics(urdf_model, keep, options).model
+    problem = parse_targets(model, options.identify)
+    return Identifier(problem, samples, payload=core.parameters(model) - core.parameters(bare))
+
+
 def _looks_like_xacro(source: str, path: Path | None) -> bool:
     """A xacro file that failed to load (an expanded URDF may keep the xacro namespace)."""
     if path is not None:
@@ -187,7 +211,9 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
     started = time.perf_counter()
     config, params = replay_config(options)
     with BagSet([Path(p) for p in paths]) as bags:
-        model = load_model(bags, options, params)
+        urdf_model = load_model(bags, options, params)
+        dyn = _dynamics(urdf_model, params, options)
+        model = dyn.model
         try:
             contacts = pipeline.resolve_contacts(model, config)
         except ValueError as err:
@@ -203,10 +229,9 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         summary = ResidualSummary(names, kinds, contact_links=links)
         recorder = PlotRecorder(names, kinds, effort_label="commanded" if topics.effort else "measured",
                                 gravity=bool(np.any(model.gravity)), contact_links=links)
-        identifier = (Identifier(parse_targets(model, options.identify), bags.message_count([topics.joint_states]))
-                      if options.identify else None)
+        identifier = _identifier(urdf_model, params, options, bags.message_count([topics.joint_states]))
         with OutputWriter(options.out, model, config) as writer:
-            dynamics = BlockDynamics(model, config, contacts, options, predict)
+            dynamics = BlockDynamics(model, config, contacts, options, predict, dyn.friction)
             skipped_rows = _stream(stream, options, dynamics, writer, summary, recorder, identifier)
         problems = bags.problems() + diagnose.effort_warnings(summary, bags, topics, model)
         skipped_types = bags.undecodable()
@@ -328,18 +353,21 @@ class BlockDynamics:
     :class:`ContactFit`)."""
 
     def __init__(self, model: Any, config: pipeline.PipelineConfig, contacts: pipeline.Contacts | None,
-                 options: ReplayOptions, predict: bool) -> None:
+                 options: ReplayOptions, predict: bool, friction: core.Friction | None = None) -> None:
         self.model, self.config, self.contacts, self.options, self.predict = model, config, contacts, options, predict
+        self.friction = friction  # friction compensation of --params, on the feedforward torques
 
     def run(self, block: SampleBlock, accel_est: NDArray[np.float64]) -> BlockResult:
         model, contacts = self.model, self.contacts
         a = accel_est if self.options.acceleration_source == "estimated" else np.zeros_like(accel_est)
         effort = block.effort if self.predict else None
         if contacts is None:
-            return BlockResult(pipeline.compute_outputs(model, block.q, block.v, a, effort, block.base_pose), None)
+            return BlockResult(pipeline.compute_outputs(model, block.q, block.v, a, effort, block.base_pose,
+                                                        friction=self.friction), None)
         active = self._active(block)
         outputs = pipeline.compute_contact_outputs(model, contacts, block.q, block.v, a, effort, block.base_pose,
-                                                   active, solution=self.config.contact_solution)
+                                                   active, solution=self.config.contact_solution,
+                                                   friction=self.friction)
         return BlockResult(outputs, self._fit(block, a, outputs, active))
 
     def _active(self, block: SampleBlock) -> NDArray[np.bool_]:
