@@ -33,6 +33,8 @@ setup(
             "mujoco>=3.0",
             "mypy>=1.8",
         ],
+        # scripts/survey_urdfs.py expands xacro files without a ROS install
+        "survey": ["xacro>=2.0"],
     },
     zip_safe=True,
     maintainer="liedyn_ros developers",

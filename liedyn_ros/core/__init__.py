@@ -55,12 +55,14 @@ from .derivatives import (
     rnea_time_derivatives,
 )
 from .identification import Friction, friction_torque, parameters, regressor, with_parameters, with_payload
-from .model import DEFAULT_GRAVITY, Model, SingularInertiaError, URDFError, load_urdf
+from .model import DEFAULT_GRAVITY, Flaw, Model, SingularInertiaError, URDFError, URDFWarning, load_urdf
 
 __all__ = [
     "DEFAULT_GRAVITY",
     "Model",
     "URDFError",
+    "URDFWarning",
+    "Flaw",
     "SingularInertiaError",
     "load_urdf",
     "rnea",

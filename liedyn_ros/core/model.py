@@ -20,14 +20,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
+import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from .spatial import Ad_inv, rpy_to_matrix, spatial_inertia
 
-__all__ = ["Model", "URDFError", "SingularInertiaError", "load_urdf", "DEFAULT_GRAVITY"]
+__all__ = ["Model", "URDFError", "URDFWarning", "Flaw", "SingularInertiaError", "load_urdf", "DEFAULT_GRAVITY"]
 
 DEFAULT_GRAVITY = (0.0, 0.0, -9.81)
 _MOVING = ("revolute", "continuous", "prismatic")
@@ -37,16 +40,41 @@ class URDFError(ValueError):
     """The URDF cannot be turned into a model (malformed, or a feature we do not support)."""
 
 
+class URDFWarning(UserWarning):
+    """A flaw the loader accepted (as robot_state_publisher, KDL and Pinocchio do); see Model.flaws."""
+
+
+class Flaw(NamedTuple):
+    """One accepted flaw of a URDF: the element ('link' or 'joint'), its name, what is wrong, how to fix it."""
+
+    kind: str
+    name: str
+    problem: str
+    fix: str
+
+    @property
+    def message(self) -> str:
+        """The warning: the problem, what the model does with it, the fix."""
+        done = "used as given" if self.kind == "link" else "the joint moves on its own (its own coordinate)"
+        return f"{self.problem}; {done}. Fix: {self.fix}"
+
+
 class SingularInertiaError(ValueError):
     """Forward dynamics is undefined: the articulated inertia about a moving joint is singular.
 
-    A massless subtree on a moving joint does this. rnea, gravity and the mass matrix stay
-    defined; aba, hybrid and their derivatives raise this error.
+    A massless subtree on a moving joint does this, and so can a link inertia that is not
+    positive semi-definite (a URDF flaw, named in the message). rnea, gravity and the mass
+    matrix stay defined; aba, hybrid and their derivatives raise this error.
     """
 
-    def __init__(self, joint: str) -> None:
-        super().__init__(f"model: articulated inertia about {joint} is singular (a massless subtree on a "
-                         "moving joint); forward dynamics is undefined")
+    def __init__(self, joint: str, flaws: tuple[Flaw, ...] = ()) -> None:
+        if flaws:
+            cause = "; ".join(f.problem for f in flaws)
+            why = f"the URDF's inertia flaw below it: {cause}"
+        else:
+            why = "a massless subtree on a moving joint"
+        super().__init__(f"model: articulated inertia about {joint} is singular or indefinite ({why}); forward dynamics is "
+                         "undefined")
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,6 +93,7 @@ class Model:
         J_base        spatial inertia of the root link (used when floating_base), (6, 6)
         link_frames   every URDF link -> (body index or -1, pose of the link in that body frame)
         gravity       world-frame gravity vector (3,)
+        flaws         the URDF's flaws the loader accepted (load_urdf warned about each once)
     """
 
     name: str
@@ -87,6 +116,7 @@ class Model:
     velocity_limit: np.ndarray
     effort_limit: np.ndarray
     link_frames: dict[str, tuple[int, np.ndarray]] = field(repr=False)
+    flaws: tuple[Flaw, ...] = ()
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -159,6 +189,17 @@ class Model:
 
         return FastModel(self)
 
+    def inertia_flaws_below(self, body: int) -> tuple[Flaw, ...]:
+        """The inertia flaws on links carried by body `body` or its descendants (-1: the whole robot)."""
+        flawed = [f for f in self.flaws if f.kind == "link"]
+        if not flawed or body < 0:
+            return tuple(flawed)
+        below = {body}
+        for i in range(body + 1, self.nb):  # parent[i] < i: one pass finds the subtree
+            if self.parent[i] in below:
+                below.add(i)
+        return tuple(f for f in flawed if self.link_frames[f.name][0] in below)
+
     def with_gravity(self, gravity: np.ndarray) -> "Model":
         """A copy of the model with another world-frame gravity vector."""
         g = np.array(gravity, dtype=float)
@@ -174,9 +215,15 @@ class Model:
 # ----------------------------------------------------------------------------------- URDF
 
 
+_XACRO = re.compile(r"\$[({]")
+
+
 def _floats(text: str | None, default: tuple[float, ...], what: str) -> np.ndarray:
     if text is None:
         return np.array(default, dtype=float)
+    if _XACRO.search(text):
+        raise URDFError(f"{what}: {text!r} is an unexpanded xacro expression; expand the file with xacro "
+                        "(`xacro robot.urdf.xacro > robot.urdf`) and load the result")
     try:
         values = np.array([float(x) for x in text.split()], dtype=float)
     except ValueError as exc:
@@ -195,8 +242,12 @@ def _origin(elem: ET.Element | None, what: str) -> np.ndarray:
     return T
 
 
-def _link_inertia(link: ET.Element) -> np.ndarray:
-    """Spatial inertia of a URDF link in its own frame; zero for a link without <inertial>."""
+def _link_inertia(link: ET.Element, flaws: list[Flaw]) -> np.ndarray:
+    """Spatial inertia of a URDF link in its own frame; zero for a link without <inertial>.
+
+    A rotational inertia that is not positive semi-definite is used as given (as Pinocchio and
+    KDL do) and recorded in `flaws` with its size.
+    """
     name = link.get("name")
     inertial = link.find("inertial")
     if inertial is None:
@@ -204,16 +255,19 @@ def _link_inertia(link: ET.Element) -> np.ndarray:
     T = _origin(inertial.find("origin"), f"link {name!r} inertial origin")
     mass_el = inertial.find("mass")
     mass = float(_floats(mass_el.get("value") if mass_el is not None else "0", (0.0,), f"link {name!r} mass")[0])
-    if mass < 0:
-        raise URDFError(f"link {name!r}: negative mass {mass}")
     I_el = inertial.find("inertia")
     keys = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
     vals = [_floats(I_el.get(k, "0") if I_el is not None else "0", (0.0,), f"link {name!r} inertia {k}")[0]
             for k in keys]
     ixx, ixy, ixz, iyy, iyz, izz = vals
     I_inertial = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
-    if np.min(np.linalg.eigvalsh(I_inertial)) < -1e-9 * max(1.0, np.abs(I_inertial).max()):
-        raise URDFError(f"link {name!r}: inertia matrix is not positive semi-definite")
+    if mass < 0:  # no library gives a meaning to it (Pinocchio's torques come out near 1e30)
+        raise URDFError(f"link {name!r}: negative mass {mass}; give its <mass value=...> a value >= 0")
+    eig = np.linalg.eigvalsh(I_inertial)
+    if eig[0] < -1e-9 * max(1.0, abs(eig[-1])):
+        flaws.append(Flaw("link", name, f"link {name!r}: inertia matrix is not positive semi-definite (smallest "
+                                        f"eigenvalue {eig[0]:.3g} kg m^2, largest {eig[-1]:.3g}, mass {mass:.3g} kg)",
+                          "an <inertia> whose eigenvalues are all >= 0"))
     R = T[:3, :3]
     # The inertia is given in the <inertial> frame: rotate it into the link axes (R I R^T).
     return spatial_inertia(mass, T[:3, 3], R @ I_inertial @ R.T)
@@ -240,30 +294,54 @@ def _read_xml(source: str | os.PathLike[str]) -> ET.Element:
         raise URDFError(f"source: {text!r} does not parse as XML: {exc}") from exc
 
 
-def load_urdf(source: str | os.PathLike[str], floating_base: bool = False, *, gravity=DEFAULT_GRAVITY) -> Model:
+def load_urdf(source: str | os.PathLike[str], floating_base: bool = False, *, gravity=DEFAULT_GRAVITY,
+              strict: bool = False) -> Model:
     """Build a Model from a URDF file path or XML string (a ROS robot_description).
 
     The base link is the link that is no joint's child. If the root joint is of type `floating`
     the model has a floating base (its child is the base), whatever `floating_base` says.
+
+    Flaws that robot_state_publisher, KDL and Pinocchio accept are accepted too, each with one
+    URDFWarning naming the element and the size of the flaw, and kept in `model.flaws`: a link
+    inertia that is not positive semi-definite (used as given; forward dynamics refuses, naming
+    the link, where it makes an articulated inertia non-positive), and
+    a mimic joint whose leader is missing, not a moving joint or part of a mimic cycle (the
+    joint then moves on its own, as in Pinocchio and KDL). `strict=True` refuses them instead.
+    What cannot give a model raises URDFError saying what to fix.
     """
     robot = _read_xml(source)
     if robot.tag != "robot":
         raise URDFError(f"source: root element is <{robot.tag}>, expected <robot>")
-    links = {l.get("name"): l for l in robot.findall("link")}
+    links: dict[str, ET.Element] = {}
+    for link in robot.findall("link"):
+        name = link.get("name")
+        if not name:
+            raise URDFError("source: a <link> has no name; give every link a name=\"...\"")
+        if name in links:
+            raise URDFError(f"link {name!r}: defined twice; rename or remove one of them")
+        links[name] = link
+    if not links:
+        raise URDFError("source: the URDF has no <link>; if it came from xacro, check the macro was called "
+                        "(an expanded file holds the links)")
     joints = robot.findall("joint")
     children: dict[str, list[ET.Element]] = {name: [] for name in links}
     child_links = set()
+    joint_names_seen = set()
     for j in joints:
         jname, jtype = j.get("name"), j.get("type")
+        if jname in joint_names_seen:
+            raise URDFError(f"joint {jname!r}: defined twice; rename or remove one of them")
+        joint_names_seen.add(jname)
         p, c = j.find("parent"), j.find("child")
         if p is None or c is None:
             raise URDFError(f"joint {jname!r}: missing <parent> or <child>")
         pl, cl = p.get("link"), c.get("link")
         for l in (pl, cl):
             if l not in links:
-                raise URDFError(f"joint {jname!r}: unknown link {l!r}")
+                raise URDFError(f"joint {jname!r}: unknown link {l!r}; add a <link name={l!r}/> or correct the name")
         if cl in child_links:
-            raise URDFError(f"joint {jname!r}: link {cl!r} has two parents (closed loops are not URDF)")
+            raise URDFError(f"joint {jname!r}: link {cl!r} has two parents (closed loops are not URDF); remove one "
+                            "of the joints and model the loop as a constraint")
         if jtype not in _MOVING + ("fixed", "floating"):
             raise URDFError(f"joint {jname!r}: joint type {jtype!r} is not supported (use revolute, "
                             "continuous, prismatic, fixed, or a floating root joint)")
@@ -271,7 +349,9 @@ def load_urdf(source: str | os.PathLike[str], floating_base: bool = False, *, gr
         children[pl].append(j)
     roots = [name for name in links if name not in child_links]
     if len(roots) != 1:
-        raise URDFError(f"source: expected one root link, found {roots}")
+        hint = ("every link is some joint's child: the joints form a loop" if not roots else
+                "connect them with joints (a fixed joint to a common root link), or remove the stray ones")
+        raise URDFError(f"source: expected one root link (the link that is no joint's child), found {roots}; {hint}")
     root = roots[0]
 
     # A floating root joint: its child becomes the base; the world-like root link is dropped.
@@ -285,10 +365,11 @@ def load_urdf(source: str | os.PathLike[str], floating_base: bool = False, *, gr
         if j.get("type") == "floating" and j.find("child").get("link") != root:
             raise URDFError(f"joint {j.get('name')!r}: a floating joint is only supported as the root joint")
 
+    flaws: list[Flaw] = []
     by_name = {j.get("name"): j for j in joints}
     bodies: list[dict] = []
     link_frames: dict[str, tuple[int, np.ndarray]] = {root: (-1, np.eye(4))}
-    J_base = _link_inertia(links[root])
+    J_base = _link_inertia(links[root], flaws)
 
     def visit(link: str) -> None:
         body, T_body_link = link_frames[link]
@@ -303,7 +384,7 @@ def load_urdf(source: str | os.PathLike[str], floating_base: bool = False, *, gr
                                (1.0, 0.0, 0.0), f"joint {jname!r} axis")
                 norm = np.linalg.norm(axis)
                 if norm < 1e-12:
-                    raise URDFError(f"joint {jname!r}: zero axis")
+                    raise URDFError(f"joint {jname!r}: zero axis; give <axis xyz=\"...\"> a nonzero direction")
                 S = np.zeros(6)
                 S[(0 if jtype != "prismatic" else 3):][:3] = axis / norm
                 limit = j.find("limit")
@@ -325,34 +406,53 @@ def load_urdf(source: str | os.PathLike[str], floating_base: bool = False, *, gr
     # Lump every link's inertia into the body it is rigidly attached to.
     J = np.zeros((nb, 6, 6))
     for link, (b, T) in link_frames.items():
-        Jl = _transform_inertia(_link_inertia(links[link]), T)
+        if link == root:
+            continue  # J_base above
+        Jl = _transform_inertia(_link_inertia(links[link], flaws), T)
         if b < 0:
-            if link != root:
-                J_base = J_base + Jl
+            J_base = J_base + Jl
         else:
             J[b] += Jl
+
+    # A mimic whose leader is no moving joint, or that closes a mimic cycle, is dropped: the
+    # joint then moves on its own, as in Pinocchio and KDL.
+    body_of_joint = {b["joint"]: i for i, b in enumerate(bodies)}
+    for b in bodies:
+        if b["mimic"] is None:
+            continue
+        leader, seen = b["mimic"][0], {b["joint"]}
+        while leader in body_of_joint and leader not in seen and bodies[body_of_joint[leader]]["mimic"] is not None:
+            seen.add(leader)
+            leader = bodies[body_of_joint[leader]]["mimic"][0]
+        if leader in body_of_joint and leader not in seen:
+            continue
+        named = b["mimic"][0]
+        why = ("which is not in the URDF" if named not in by_name else
+               f"which is a {by_name[named].get('type')} joint" if named not in body_of_joint else
+               "and the mimic joints form a cycle")
+        flaws.append(Flaw("joint", b["joint"], f"joint {b['joint']!r}: mimics {named!r}, {why}",
+                          "name a moving joint in its <mimic joint=...>, or remove the <mimic>"))
+        b["mimic"] = None
 
     # Coordinates: one per non-mimic moving joint, mimic chains resolved to their leader.
     coord_bodies = [i for i, b in enumerate(bodies) if b["mimic"] is None]
     joint_names = tuple(bodies[i]["joint"] for i in coord_bodies)
     coord_of = {name: k for k, name in enumerate(joint_names)}
-    body_of_joint = {b["joint"]: i for i, b in enumerate(bodies)}
     P = np.zeros((nb, len(joint_names)))
     q_offset = np.zeros(nb)
     for i, b in enumerate(bodies):
-        mult, off, seen, cur = 1.0, 0.0, set(), b
+        mult, off, cur = 1.0, 0.0, b
         while cur["mimic"] is not None:
             leader, m, o = cur["mimic"]
-            if leader in seen or leader == cur["joint"]:
-                raise URDFError(f"joint {b['joint']!r}: mimic joints form a cycle")
-            seen.add(cur["joint"])
-            if leader not in body_of_joint:
-                kind = by_name[leader].get("type") if leader in by_name else "unknown"
-                raise URDFError(f"joint {cur['joint']!r}: mimics {leader!r}, which is not a moving joint ({kind})")
             mult, off = mult * m, off * m + o  # q = m (m' q_leader + o') + o
             cur = bodies[body_of_joint[leader]]
         P[i, coord_of[cur["joint"]]] = mult
         q_offset[i] = off
+
+    for flaw in flaws:
+        if strict:
+            raise URDFError(f"{flaw.problem} (strict=True refuses URDF flaws). Fix: {flaw.fix}")
+        warnings.warn(flaw.message, URDFWarning, stacklevel=2)
 
     def limits(key: str, default: float) -> np.ndarray:
         return np.array([bodies[i]["lim"][key] if bodies[i]["lim"][key] is not None else default
@@ -382,4 +482,5 @@ def load_urdf(source: str | os.PathLike[str], floating_base: bool = False, *, gr
         velocity_limit=limits("velocity", np.inf),
         effort_limit=limits("effort", np.inf),
         link_frames=link_frames,
+        flaws=tuple(flaws),
     )

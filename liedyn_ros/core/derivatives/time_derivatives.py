@@ -31,7 +31,7 @@ import numpy as np
 
 from ..checks import Batch
 from ..model import Model, SingularInertiaError
-from ..reference.hybrid import SINGULAR_TOL, _cho_solve, cholesky_of_free
+from ..reference.hybrid import SINGULAR_TOL, _cho_solve, base_cholesky, cholesky_of_free
 from ..reference.kinematics import gravity_acceleration, join, joint_transforms, split, velocities
 from ..reference.mass_matrix import mass_matrix
 from ..spatial import ad, ad_star
@@ -187,7 +187,7 @@ def articulated_inertias(model: Model, X: np.ndarray) -> ArticulatedInertia:
         JS = J_hat[:, i] @ model.S[i]
         D = JS @ model.S[i]
         if np.any(D <= SINGULAR_TOL * scale):
-            raise SingularInertiaError(f"joint {model.body_joints[i]!r}")
+            raise SingularInertiaError(f"joint {model.body_joints[i]!r}", model.inertia_flaws_below(i))
         Psi[:, i] = 1.0 / D
         Pi = J_hat[:, i] - np.einsum("bi,bj->bij", JS, JS) * Psi[:, i, None, None]
         Pi_p = np.swapaxes(X[:, i], -1, -2) @ Pi @ X[:, i]
@@ -220,7 +220,7 @@ def aba_step(model: Model, m: Motion, k: int, art: ArticulatedInertia, c: np.nda
             b0 = b0 + _mtv(X[:, i], beta)
         else:
             b_hat[:, par] += _mtv(X[:, i], beta)
-    V0_next = _cho_solve(np.linalg.cholesky(art.J0_hat), F0 - b0) if model.floating_base else np.zeros_like(b0)
+    V0_next = _cho_solve(base_cholesky(model, art.J0_hat), F0 - b0) if model.floating_base else np.zeros_like(b0)
     V_next = np.zeros_like(c)
     qd_next = np.zeros(tau.shape)
     for i, par in enumerate(model.parent):

@@ -66,7 +66,7 @@ def _hybrid_recursive(model: Model, batch: Batch, v: np.ndarray, u: np.ndarray, 
         else:
             D = JS @ S[i]
             if np.any(D <= SINGULAR_TOL * scale):
-                raise SingularInertiaError(f"joint {model.body_joints[i]!r}")
+                raise SingularInertiaError(f"joint {model.body_joints[i]!r}", model.inertia_flaws_below(i))
             Psi[:, i] = 1.0 / D
             Pi = J_hat[:, i] - np.einsum("bi,bj->bij", JS, JS) * Psi[:, i, None, None]
             u_i = u_body[:, i] - np.einsum("bi,bi->b", JS, eta[:, i]) - b_hat[:, i] @ S[i]
@@ -89,8 +89,7 @@ def _hybrid_recursive(model: Model, batch: Batch, v: np.ndarray, u: np.ndarray, 
         F0 = np.einsum("bij,bj->bi", J0_hat, dV0) + b0_hat
     else:
         F0 = u0
-        L = np.linalg.cholesky(J0_hat)
-        dV0 = _cho_solve(L, F0 - b0_hat)
+        dV0 = _cho_solve(base_cholesky(model, J0_hat), F0 - b0_hat)
 
     dV = np.zeros_like(V)
     qdd = np.where(fixed, u_body, 0.0)
@@ -114,6 +113,14 @@ def _cho_solve(L: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.linalg.solve(np.swapaxes(L, -1, -2), z)[..., 0]
 
 
+def base_cholesky(model: Model, J0_hat: np.ndarray) -> np.ndarray:
+    """Cholesky factors of the floating base's articulated inertias J^_0 (B, 6, 6); SingularInertiaError if one is not."""
+    try:
+        return np.linalg.cholesky(J0_hat)
+    except np.linalg.LinAlgError:
+        raise SingularInertiaError("the floating base", model.inertia_flaws_below(-1)) from None
+
+
 def cholesky_of_free(model: Model, Mff: np.ndarray, free: np.ndarray) -> np.ndarray:
     """Cholesky factors of M_ff (B, k, k), the mass matrix over the free coordinates `free` (nv,).
 
@@ -125,8 +132,10 @@ def cholesky_of_free(model: Model, Mff: np.ndarray, free: np.ndarray) -> np.ndar
     except np.linalg.LinAlgError:
         k = np.flatnonzero(free)[np.argmin(np.diagonal(Mff, axis1=1, axis2=2).min(0))]
         base = model.nv - model.n
-        joint = "the floating base" if k < base else f"joint {model.joint_names[k - base]!r}"
-        raise SingularInertiaError(joint) from None
+        if k < base:
+            raise SingularInertiaError("the floating base", model.inertia_flaws_below(-1)) from None
+        body = model.leader_bodies[k - base]
+        raise SingularInertiaError(f"joint {model.joint_names[k - base]!r}", model.inertia_flaws_below(body)) from None
 
 
 def _hybrid_dense(model: Model, batch: Batch, v: np.ndarray, u: np.ndarray, prescribed: np.ndarray
