@@ -26,6 +26,8 @@ setup(
         "cvxpy>=1.4",
     ],
     extras_require={
+        # the built-in example (liedyn_ros.demo) simulates example-robot-data's Panda
+        "demo": ["example-robot-data>=4.1"],
         "test": [
             "pytest>=7",
             "pin>=3.0",

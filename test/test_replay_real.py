@@ -1,7 +1,13 @@
-"""The replay on a real rosbag2 recording: KUKA iiwa14 in Gazebo (see its README)."""
+"""The replay on a real rosbag2 recording: KUKA iiwa14 in Gazebo (see its README).
+
+The bag is bag_js/my_bag_0 of github.com/danieffe/7-DOF-robotic-manipulator-arm-dynamic-control
+(commit 3c95a5a7be82562f4b1ef7a4a86ab9f73c91dd1f, Apache-2.0). Point $LIEDYN_IIWA_BAG at that
+directory to run these tests anywhere; by default they look beside the repository.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -13,14 +19,16 @@ from liedyn_ros.replay import ReplayOptions, replay
 
 pin = pytest.importorskip("pinocchio")
 
-BAG = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "iiwa14_gazebo_effort_control" / "my_bag_0"
+BAG = Path(os.environ.get("LIEDYN_IIWA_BAG") or Path(__file__).resolve().parents[1].parent / "shared" / "data"
+           / "iiwa14_gazebo_effort_control" / "my_bag_0")
+WHERE = ("bag_js/my_bag_0 of github.com/danieffe/7-DOF-robotic-manipulator-arm-dynamic-control "
+         "(commit 3c95a5a7); set LIEDYN_IIWA_BAG to its directory")
 
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
     if not BAG.exists():
-        print(f"real iiwa bag not found at {BAG}")
-        pytest.skip(f"real iiwa bag not found at {BAG}")
+        pytest.skip(f"real iiwa bag not found at {BAG}: it is {WHERE}")
     out = tmp_path_factory.mktemp("iiwa")
     report = replay([BAG], ReplayOptions(out=out, gravity=(0.0, 0.0, 0.0), effort_topic="/effort_controller/commands",
                                          progress=False))
@@ -66,3 +74,14 @@ def test_real_bag_model_explains_the_commanded_torques(result):
     residual = effort[rows] - ff[rows]
     for j in (1, 2, 3):  # joint_a2..a4 carry the largest commands
         assert np.sqrt((residual[:, j] ** 2).mean()) < np.sqrt((effort[rows, j] ** 2).mean())
+
+
+def test_real_bag_zero_efforts_point_to_the_commands(result, tmp_path):
+    """Gazebo's JointState efforts are all zero: without --effort-topic the replay says so and
+    names the command topic (issue 16)."""
+    report = replay([BAG], ReplayOptions(out=tmp_path / "o", gravity=(0.0, 0.0, 0.0), progress=False, plots=False))
+    assert report.problems == [
+        "the measured efforts (the effort field of /joint_states) are all zero: the torque residual is minus the "
+        "RNEA torque; Float64MultiArray topics in the bags: /effort_controller/commands (7 entries); try "
+        "--effort-topic /effort_controller/commands"]
+    assert result[0].problems == []  # with the commands: nothing to warn about
