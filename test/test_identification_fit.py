@@ -132,6 +132,7 @@ def test_replay_identifies_a_noisy_recording(arm, tmp_path):
     assert params["payload_mass"] == pytest.approx(MASS, rel=0.1)
     assert np.linalg.norm(np.array(params["payload_com"]) - COM) < 0.01
     assert all(section["validation_rms_after"][j] < section["validation_rms_before"][j] for j in model.joint_names)
+    assert section["validation_worse"] == [] and section["unidentifiable_directions"] == []
     assert all(p["std"] is not None and p["std"] > 0 for p in section["parameters"])
     # the node's parameter file, read as the node's config files are read in test_pipeline
     text = (out / "identified.yaml").read_text()

@@ -153,6 +153,7 @@ def summary_section(result: IdentificationResult, payload: NDArray[np.float64] |
                        for label, x, s, ok in zip(result.problem.labels, result.x, result.std, result.identifiable)],
         "validation_rms_before": dict(zip(names, map(num, result.rms_before))),
         "validation_rms_after": dict(zip(names, map(num, result.rms_after))),
+        "validation_worse": [j for j, b, a in zip(names, result.rms_before, result.rms_after) if a > b],
         "node_parameters": node_parameters(result, payload),
     }
 
@@ -172,4 +173,8 @@ def format_report(section: dict[str, Any]) -> str:
         after = section["validation_rms_after"][joint]
         lines.append(f"    {joint:<30} {before if before is not None else float('nan'):10.4g} -> "
                      f"{after if after is not None else float('nan'):10.4g}")
+    if section["validation_worse"]:
+        lines.append(f"  WARNING: the fitted model predicts the held-back samples worse on {section['validation_worse']}: "
+                     "this recording does not determine the parameters well enough; do not use identified.yaml "
+                     "as it is (excite the joints more, or identify fewer things)")
     return "\n".join(lines)

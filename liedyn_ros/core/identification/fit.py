@@ -32,8 +32,9 @@ from .regressor import regressor
 __all__ = ["IdentificationProblem", "NormalEquations", "IdentificationResult", "identify"]
 
 # eigenvalue ratio of the column-scaled A below which a direction counts as unexcited: the
-# scaled regressor's condition number would exceed 1e4 in it
-UNEXCITED = 1e-8
+# scaled regressor's condition number would exceed 1e3 in it (well-excited recordings stay
+# below 100; beyond 1e3 a fit follows the noise, and the held-back part shows it)
+UNEXCITED = 1e-6
 REGULARIZATION = 1e-9  # Tikhonov weight towards the prior, against A's unit diagonal
 MIN_MASS = 1e-6  # kg, a body's mass stays positive
 SCALE_FLOOR = 1e-6  # smallest column scale, relative to the largest
@@ -218,7 +219,7 @@ def identify(problem: IdentificationProblem, fit: NormalEquations, validation: N
     z = cp.Variable(p)
     x = cp.multiply(D, z)
     constraints = _consistency(problem, x)
-    objective = cp.sum_squares(R @ z - e) + REGULARIZATION * cp.sum_squares(z)
+    objective = cp.sum_squares(R @ z - e) + REGULARIZATION * cp.sum_squares(cp.multiply(_prior_weights(problem), z))
     cp.Problem(cp.Minimize(objective), constraints).solve(solver=solver)
     if z.value is None:
         raise ValueError(f"identify: the solver found no solution ({solver})")
@@ -235,6 +236,15 @@ def identify(problem: IdentificationProblem, fit: NormalEquations, validation: N
     return IdentificationResult(
         problem, xv, std, identifiable, cond, _directions(problem.labels, D[:, None] * hidden),
         validation.rms(np.zeros(p)), validation.rms(xv), (rows, int(validation.rows.sum())))
+
+
+def _prior_weights(problem: IdentificationProblem) -> np.ndarray:
+    """Weights of the pull towards the prior: a joint that never reverses sees only Coulomb plus
+    offset, and then the offset (rarely large on a real joint) is the one held at zero."""
+    w = np.ones(problem.size)
+    if "friction" in problem.slices:
+        w[problem.slices["friction"]][2::3] = 1e3
+    return w
 
 
 def _consistency(problem: IdentificationProblem, x) -> list:
