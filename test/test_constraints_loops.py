@@ -9,6 +9,8 @@ forward dynamics is checked.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pinocchio as pin
 import pytest
@@ -288,3 +290,13 @@ def test_errors_say_what_is_wrong() -> None:
     model = core.load_urdf(xml)
     with pytest.raises(ValueError, match=r"violates the point loop closure 'coupler'-'rocker' by [0-9.e-]+ m or rad"):
         core.constrained_aba(model, np.zeros(3), np.zeros(3), np.zeros(3), loops)
+
+
+def test_readme_example_runs() -> None:
+    """The README's legged example, run as written: standing still, the torques it prints give back a = 0."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = readme.split("### Contacts and closed loops", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict = {}
+    exec(block, scope)  # noqa: S102 - our own documentation
+    assert_close(scope["a2"], np.zeros(scope["model"].nv), 1e-9, "a2")
+    assert np.all(scope["lam3"][9:] == 0.0)

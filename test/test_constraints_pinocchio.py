@@ -108,6 +108,37 @@ def test_forward_matches_pinocchio(name: str, consistent: bool) -> None:
                                    pin.ProximalSettings(1e-14, 0.0, 1))
     assert_close(a, np.linalg.solve(E, a_pin), TOL, f"{name}: a")
     assert_close(lam, _pin_lambda(constraints, pd.lambda_c), TOL, f"{name}: lambda")
+    a_ref, lam_ref = core.constrained_aba(m, q, v, tau, constraints, base_pose=T, tol=np.inf, fast=False)
+    assert_close(a, a_ref, 1e-10, f"{name}: compiled a = reference a")
+    assert_close(lam, lam_ref, 1e-10, f"{name}: compiled lam = reference lam")
+
+
+def test_redundant_contacts_give_the_unique_a_and_least_norm_lam() -> None:
+    """A flat foot plus point contacts at its four corners: 18 rows of rank 6. a is the flat foot's
+    alone, A^T lam the same generalized force, and lam has no part in the null space of A^T."""
+    t = twin("talos")
+    m = t.model
+    rng = np.random.default_rng(13)
+    corners = []
+    for x, y in ((0.1, 0.05), (0.1, -0.05), (-0.1, 0.05), (-0.1, -0.05)):
+        T = np.eye(4)
+        T[:3, 3] = [x, y, 0.0]
+        corners.append(core.Contact("left_sole_link", "point", offset=T))
+    flat = [core.Contact("left_sole_link", "flat")]
+    q, T = rng.uniform(-0.5, 0.5, m.n), random_pose(rng)
+    A1 = core.constraint_jacobian(m, q, flat, base_pose=T)
+    v = rng.normal(size=m.nv)
+    v -= np.linalg.pinv(A1) @ (A1 @ v)
+    tau = rng.normal(size=m.nv)
+    a1, lam1 = core.constrained_aba(m, q, v, tau, flat, base_pose=T)
+    both = flat + corners
+    a, lam = core.constrained_aba(m, q, v, tau, both, base_pose=T)
+    A = core.constraint_jacobian(m, q, both, base_pose=T)
+    assert np.linalg.matrix_rank(A) == 6
+    assert_close(a, a1, TOL, "a")
+    assert_close(A.T @ lam, A1.T @ lam1, TOL, "A^T lam")
+    null = np.linalg.svd(A.T)[2][6:]  # rows spanning the null space of A^T
+    assert np.abs(null @ lam).max() < 1e-9 * np.abs(lam).max()
 
 
 @pytest.mark.parametrize("name", ["solo12 four feet", "talos feet and hands on a table"])

@@ -16,6 +16,7 @@ the spot) and a per-sample boolean `active` mask over the constraints.
 """
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -113,6 +114,13 @@ class ConstraintSet:
     def k(self) -> int:
         """Number of constraints."""
         return len(self.constraints)
+
+    @functools.cached_property
+    def _fast(self):
+        """The compiled kernels' arrays (constraints.fast.FastConstraints), or None where they do not apply."""
+        from .fast import FastConstraints
+
+        return FastConstraints(self) if FastConstraints.supports(self) else None
 
     def row_mask(self, active) -> np.ndarray:
         """Per-row activity from a per-constraint mask (..., k) -> (..., m); None means all active."""

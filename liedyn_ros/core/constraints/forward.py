@@ -4,9 +4,14 @@ from __future__ import annotations
 import weakref
 
 import numpy as np
+from numba import types
 
+from ..checks import prepare
 from ..dynamics import aba
+from ..fast import OK
+from ..fast.threads import run_batch
 from ..model import Model
+from .description import constraint_set
 from .state import setup, solve_psd
 
 __all__ = ["constrained_aba", "unforced"]
@@ -33,7 +38,7 @@ def baumgarte_terms(terms, baumgarte) -> np.ndarray:
 
 
 def constrained_aba(model: Model, q, v, tau, constraints, *, base_pose=None, f_ext=None, active=None,
-                    baumgarte=None, tol: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
+                    baumgarte=None, tol: float = 1e-6, fast: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(a, lam) of  M a + b = tau + A^T lam,  A a + c = 0  (Kim eqs. 54, 67-69).
 
         a_r = aba(q, v, tau)                         the open tree's answer
@@ -47,8 +52,17 @@ def constrained_aba(model: Model, q, v, tau, constraints, *, base_pose=None, f_e
     least-norm lam. active: booleans (..., k), one per constraint (default all). baumgarte: gains
     (kp, kd) of the feedback above (kp acts on loop closures' position error). tol: the largest
     |A v| and loop position error accepted (ValueError beyond, saying which constraint and how far).
+
+    Contacts on a model without mimic joints take the compiled path (constraints.fast: the same
+    equations on a tree-sparse factor of M); loop closures, f_ext, mimic joints, a rank-deficient
+    A M^-1 A^T and every error take this readable one, which `fast=False` forces.
     """
-    pb = setup(model, q, {"v": v, "tau": tau}, constraints, base_pose, active, tol)
+    cs = constraint_set(model, constraints)
+    if fast and cs._fast is not None and f_ext is None:
+        out = _fast(model, cs, q, v, tau, base_pose, active, baumgarte, tol)
+        if out is not None:
+            return out
+    pb = setup(model, q, {"v": v, "tau": tau}, cs, base_pose, active, tol)
     B, t = pb.batch.q.shape[0], pb.terms
     a_r = aba(model, q, v, tau, base_pose=base_pose, f_ext=f_ext).reshape(B, model.nv)
     pose = pb.pose()
@@ -58,3 +72,80 @@ def constrained_aba(model: Model, q, v, tau, constraints, *, base_pose=None, f_e
     lam = -solve_psd(K, np.einsum("bij,bj->bi", t.A, a_r) + t.c + baumgarte_terms(t, baumgarte))
     a = a_r + np.einsum("bi,bij->bj", lam, Y)
     return pb.restore(a), pb.restore(lam)
+
+
+_ndarray = np.ndarray
+_one = None
+
+
+def _one_kernel():
+    """The single-sample kernel, compiled for its one signature on first use (see fast.entry)."""
+    global _one
+    if _one is None:
+        from .fast import constrained_aba_one
+
+        vec, mat = types.float64[::1], types.float64[:, ::1]
+        constrained_aba_one.compile(types.int64(types.int64, types.int64[::1], mat, vec, vec, vec, vec, mat,
+                                                types.boolean[::1], vec, vec, vec))
+        constrained_aba_one.disable_compile()
+        _one = constrained_aba_one
+    return _one
+
+
+_PARAMS: dict = {}
+
+
+def _params(baumgarte, tol) -> np.ndarray | None:
+    """The kernel's (kp, kd, tol), one array per distinct value (the kernel only reads it); None if invalid."""
+    key = (baumgarte, tol) if baumgarte is None or type(baumgarte) is tuple else None
+    out = _PARAMS.get(key) if key is not None else None
+    if out is None:
+        try:
+            kp, kd = (0.0, 0.0) if baumgarte is None else (float(x) for x in baumgarte)
+            out = np.array([kp, kd, float(tol)])
+        except (TypeError, ValueError):
+            return None
+        if not (kp >= 0 and kd >= 0 and tol >= 0):
+            return None
+        if key is not None and len(_PARAMS) < 64:
+            _PARAMS[key] = out
+    return out
+
+
+def _fast(model: Model, cs, q, v, tau, base_pose, active, baumgarte, tol):
+    """The compiled path for contacts: (a, lam), or None to let the reference answer (or raise)."""
+    fm, fc = model._fast, cs._fast
+    params = _params(baumgarte, tol)
+    if params is None:
+        return None
+    T = fm.identity if base_pose is None else base_pose
+    single = (type(q) is _ndarray and type(v) is _ndarray and type(tau) is _ndarray and type(T) is _ndarray
+              and q.ndim == 1 and (base_pose is None) is fm.fixed)
+    if single and (active is None or (type(active) is _ndarray and active.ndim == 1)):
+        a, lam = np.empty(fm.nv), np.empty(cs.m)
+        try:
+            if _one_kernel()(fm.handle, fc.ci, fc.cf, fc.scratch, q, v, tau, T,
+                             fc.all_active if active is None else active, params, a, lam) == OK:
+                return a, lam
+        except TypeError:  # not float64 vectors, a bool mask: the general path
+            pass
+        return None
+    from .fast import constrained_aba_many
+
+    batch = prepare(model, q, {"v": v, "tau": tau}, base_pose=base_pose)
+    B = batch.q.shape[0]
+    if active is None:
+        act = fc.all_active[None]
+    else:
+        mask = np.asarray(active)
+        if mask.dtype != bool or mask.ndim == 0 or mask.shape[-1] != cs.k:
+            return None
+        try:
+            act = np.ascontiguousarray(np.broadcast_to(mask, batch.shape + (cs.k,)).reshape(B, cs.k))
+        except ValueError:
+            return None
+    a, lam = np.empty((B, fm.nv)), np.empty((B, cs.m))
+    if run_batch(constrained_aba_many, B, fm.mf, fm.mi, fm.ws_size, fc.ci, fc.cf, fc.scratch_size, batch.q,
+                 *batch.vectors, batch.base_pose, act, params, a, lam) != OK:
+        return None
+    return batch.restore(a), batch.restore(lam)

@@ -106,7 +106,12 @@ def constraint_terms(cs: ConstraintSet, batch: Batch, v: np.ndarray) -> Constrai
     """A, c, A v and e of every constraint (all rows, active or not) for a flat batch."""
     model = cs.model
     Ta, Ja, Va, dVa = _frames(model, batch, v, cs.body_a, cs.T_a)
-    Tb, Jb, Vb, dVb = _frames(model, batch, v, cs.body_b, cs.T_b)
+    if cs.is_contact.all():  # frame b is the world everywhere: still, no columns
+        B = batch.q.shape[0]
+        Tb, Jb = np.broadcast_to(np.eye(4), (B, cs.k, 4, 4)), np.zeros_like(Ja)
+        Vb = dVb = np.zeros_like(Va)
+    else:
+        Tb, Jb, Vb, dVb = _frames(model, batch, v, cs.body_b, cs.T_b)
     T_ab = inv_se3(Ta) @ Tb  # (B, k, 4, 4)
     X_ab = Ad(T_ab)
     B = batch.q.shape[0]

@@ -66,11 +66,11 @@ def drop_stale_cache() -> None:
     """Delete numba's cached kernels when any source file of the compiled paths changed.
 
     Numba keys a cached function on its own file only: a kernel in rnea.py would keep an old
-    inlined step of spatial.py, and the derivative kernels inline these steps too. A stamp of
-    the sources of fast/ and derivatives/ in __pycache__ catches that.
+    inlined step of spatial.py, and the derivative and constraint kernels inline these steps too. A stamp of
+    the sources of fast/, derivatives/ and constraints/ in __pycache__ catches that.
     """
     here = Path(__file__).parent
-    folders = [here, here.parent / "derivatives"]
+    folders = [here, here.parent / "derivatives", here.parent / "constraints"]
     sources = sorted(f for folder in folders for f in folder.glob("*.py"))
     digest = hashlib.sha256(b"".join(f.read_bytes() for f in sources)).hexdigest()
     stamp = here / "__pycache__" / "liedyn_fast.stamp"

@@ -1,0 +1,350 @@
+"""Compiled constrained forward dynamics of contacts: Kim 3.2 on a tree-sparse factor of M.
+
+Per sample, in one kernel:
+    M (the composite-rigid-body kernel), b = rnea(q, v, 0) (the Newton-Euler kernel),
+    M = L^T L, L lower triangular with the tree's sparsity (Featherstone's LTL: eliminating the
+        leaves first fills nothing in; row k holds entries only at k's ancestor coordinates),
+    a_r = L^-1 L^-T (tau - b),  Y = L^-T A^T,  K = A M^-1 A^T = Y^T Y,
+    K lam = -(A a_r + c + kd A v),  a = a_r + L^-1 (Y lam)                       (Kim 67-69)
+L^-T and L^-1 touch only ancestors, so each of the m unit solves costs the depth of its
+contact, as Kim's articulated-body unit solves do. Rows of A and c as in `jacobian`, built from
+world screws s_j = Ad_{T_j} S_j: a frame a at (R_a, p_a) on body i has, per column j supporting
+i, the twist (w, v + w x p_a) of s_j = (w, v) at p_a, turned by R_a^T for local axes.
+Contacts only, models without mimic joints; anything else, a rank-deficient K (least-norm lam
+needs the pseudo-inverse) or a state off the constraints goes to the reference in numpy.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..fast.crba import mass_matrix_sample
+from ..fast.kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, borrowed, inputs_valid, \
+    joint_transforms, model_arrays, parent_row, pose_of, reshaped, screw, sizes, vectors_valid, workspace
+from ..fast.layout import COORD, MULT
+from ..fast.rnea import rnea_sample
+from ..fast.spatial import bjit, ijit, jit, twist_to_child
+from ..model import Model
+
+__all__ = ["FastConstraints", "constrained_aba_one", "constrained_aba_many", "VIOLATED"]
+
+VIOLATED = 3  # |A v| above tol: the reference words the error
+# A pivot of K below this fraction of its diagonal entry: K is (numerically) singular.
+PIVOT_RTOL = 1e-10
+BODY, POINT, WORLD, ROW = 0, 1, 2, 3  # columns of the per-constraint int block
+
+
+class FastConstraints:
+    """Kernel-ready arrays of a contact-only ConstraintSet of a model without mimic joints.
+
+    ci: [k, m, parent coordinate of each of the nv coordinates (-1 at the root), then per contact
+    body, point, world, first row]; cf (k, 12): the contact frame in its body, R row-major and p.
+    scratch: the single-sample scratch (the kernels hold the GIL on that path).
+    """
+
+    def __init__(self, cs) -> None:
+        model: Model = cs.model
+        nv, base = model.nv, model.nv - model.n
+        parent = np.empty(nv, dtype=np.int64)
+        parent[:base] = np.arange(base) - 1
+        coord_parent = np.array([base - 1 if p < 0 else base + p for p in model.parent], dtype=np.int64)
+        parent[base:] = coord_parent
+        per = np.stack([cs.body_a, cs.point.astype(np.int64), cs.world.astype(np.int64), cs.rows[:-1]], -1)
+        self.ci = np.concatenate([[cs.k, cs.m], parent, per.reshape(-1)]).astype(np.int64)
+        self.cf = np.concatenate([cs.T_a[:, :3, :3].reshape(-1, 9), cs.T_a[:, :3, 3]], -1).copy()
+        self.scratch_size = scratch_size(model.nb, nv, cs.m)
+        self.scratch = np.empty(self.scratch_size)
+        self.all_active = np.ones(cs.k, dtype=bool)
+
+    @staticmethod
+    def supports(cs) -> bool:
+        return bool(cs.is_contact.all()) and not cs.model.has_mimic
+
+
+def scratch_size(nb: int, nv: int, m: int) -> int:
+    """Floats of the blocks constrained_aba_sample takes: L, 4 vectors, 8 per-body blocks, A, Y, K, 3
+    m-vectors, h, f."""
+    return nv * nv + 4 * nv + 48 * (nb + 1) + 2 * m * nv + m * m + 3 * m + 24
+
+
+@ijit
+def ltl(H, parent):
+    """H <- L with H = L^T L, lower triangle, tree sparsity (Featherstone); False if not positive definite."""
+    for k in range(H.shape[0] - 1, -1, -1):
+        if not H[k, k] > 0.0:
+            return False
+        d = math.sqrt(H[k, k])
+        H[k, k] = d
+        i = parent[k]
+        while i >= 0:
+            H[k, i] /= d
+            i = parent[i]
+        i = parent[k]
+        while i >= 0:
+            j = i
+            while j >= 0:
+                H[i, j] -= H[k, i] * H[k, j]
+                j = parent[j]
+            i = parent[i]
+    return True
+
+
+@ijit
+def solve_lt(L, parent, x):
+    """x <- L^-T x (a zero entry passes nothing to its ancestors: a contact's row costs its depth)."""
+    for i in range(x.shape[0] - 1, -1, -1):
+        if x[i] == 0.0:
+            continue
+        xi = x[i] / L[i, i]
+        x[i] = xi
+        j = parent[i]
+        while j >= 0:
+            x[j] -= L[i, j] * xi
+            j = parent[j]
+
+
+@ijit
+def solve_l(L, parent, x):
+    """x <- L^-1 x."""
+    for i in range(x.shape[0]):
+        j = parent[i]
+        while j >= 0:
+            x[i] -= L[i, j] * x[j]
+            j = parent[j]
+        x[i] /= L[i, i]
+
+
+@ijit
+def world_kinematics(mf, mi, q, v, T, R, p, Rw, pw, V, eta, dV0, sw):
+    """Joint transforms, world poses (Rw, pw; row nb the base), body twists V, their accelerations at
+    a = 0 without gravity dV0 (row nb zero) and world screws sw of every body."""
+    nb, n, nv = sizes(mi)
+    joint_transforms(mf, mi, q, R, p)
+    for r in range(3):
+        for c in range(3):
+            Rw[nb, r, c] = T[r, c]
+        pw[nb, r] = T[r, 3]
+    for r in range(6):
+        V[nb, r] = v[r] if nv > n else 0.0
+        dV0[nb, r] = 0.0
+    body_velocities(mf, mi, R, p, v, V, eta)
+    for i in range(nb):
+        P = parent_row(mi, i)
+        twist_to_child(R[i], p[i], dV0[P], dV0[i])
+        for r in range(6):
+            dV0[i, r] += eta[i, r]
+        for r in range(3):
+            s = pw[P, r]
+            for c in range(3):
+                s += Rw[P, r, c] * p[i, c]
+                t = 0.0
+                for k in range(3):
+                    t += Rw[P, r, k] * R[i, k, c]
+                Rw[i, r, c] = t
+            pw[i, r] = s
+        S = screw(mf, i)
+        for r in range(3):
+            sw[i, r] = Rw[i, r, 0] * S[0] + Rw[i, r, 1] * S[1] + Rw[i, r, 2] * S[2]
+            sw[i, 3 + r] = Rw[i, r, 0] * S[3] + Rw[i, r, 1] * S[4] + Rw[i, r, 2] * S[5]
+        w0, w1, w2 = sw[i, 0], sw[i, 1], sw[i, 2]
+        sw[i, 3] += pw[i, 1] * w2 - pw[i, 2] * w1
+        sw[i, 4] += pw[i, 2] * w0 - pw[i, 0] * w2
+        sw[i, 5] += pw[i, 0] * w1 - pw[i, 1] * w0
+
+
+@ijit
+def put_column(Ra, pa, point, world, w0, w1, w2, v0, v1, v2, A, r0, col):
+    """Rows r0.. of column col: the twist (w, v) moved to the point pa, in the world's or a's axes."""
+    u0 = v0 + w1 * pa[2] - w2 * pa[1]
+    u1 = v1 + w2 * pa[0] - w0 * pa[2]
+    u2 = v2 + w0 * pa[1] - w1 * pa[0]
+    lin = r0 if point else r0 + 3
+    if world:
+        A[lin, col], A[lin + 1, col], A[lin + 2, col] = u0, u1, u2
+        if not point:
+            A[r0, col], A[r0 + 1, col], A[r0 + 2, col] = w0, w1, w2
+        return
+    for r in range(3):
+        A[lin + r, col] = Ra[0, r] * u0 + Ra[1, r] * u1 + Ra[2, r] * u2
+        if not point:
+            A[r0 + r, col] = Ra[0, r] * w0 + Ra[1, r] * w1 + Ra[2, r] * w2
+
+
+@ijit
+def contact_rows(mf, mi, ci, cf, k, Rw, pw, V, dV0, sw, Ra, pa, h, A, c):
+    """A's rows and c's entries of contact k (frame a at (Ra, pa), scratch h (2, 6))."""
+    nb, n, nv = sizes(mi)
+    base = nv - n
+    o = 2 + nv + 4 * k
+    body, point, world, r0 = ci[o + BODY], ci[o + POINT] != 0, ci[o + WORLD] != 0, ci[o + ROW]
+    P = body if body >= 0 else nb
+    Roff, poff = reshaped(cf[k], 0, (3, 3)), cf[k, 9:12]
+    for r in range(3):
+        s = pw[P, r]
+        for cc in range(3):
+            s += Rw[P, r, cc] * poff[cc]
+            t = 0.0
+            for j in range(3):
+                t += Rw[P, r, j] * Roff[j, cc]
+            Ra[r, cc] = t
+        pa[r] = s
+    rows = 3 if point else 6
+    for r in range(r0, r0 + rows):
+        for col in range(nv):
+            A[r, col] = 0.0
+    for col in range(base):  # the base twist e_col, in the world: Ad_{T_0} e_col
+        if col < 3:
+            w0, w1, w2 = Rw[nb, 0, col], Rw[nb, 1, col], Rw[nb, 2, col]
+            put_column(Ra, pa, point, world, w0, w1, w2, pw[nb, 1] * w2 - pw[nb, 2] * w1,
+                       pw[nb, 2] * w0 - pw[nb, 0] * w2, pw[nb, 0] * w1 - pw[nb, 1] * w0, A, r0, col)
+        else:
+            put_column(Ra, pa, point, world, 0.0, 0.0, 0.0, Rw[nb, 0, col - 3], Rw[nb, 1, col - 3],
+                       Rw[nb, 2, col - 3], A, r0, col)
+    j = body
+    while j >= 0:
+        m = mf[j, MULT]
+        put_column(Ra, pa, point, world, m * sw[j, 0], m * sw[j, 1], m * sw[j, 2], m * sw[j, 3], m * sw[j, 4],
+                   m * sw[j, 5], A, r0, base + mi[j, COORD])
+        j = mi[j, 0]
+    Vf, dVf = h[0], h[1]
+    twist_to_child(Roff, poff, V[P], Vf)
+    twist_to_child(Roff, poff, dV0[P], dVf)
+    if point:  # classical acceleration of the point: dv + w x v
+        dVf[3] += Vf[1] * Vf[5] - Vf[2] * Vf[4]
+        dVf[4] += Vf[2] * Vf[3] - Vf[0] * Vf[5]
+        dVf[5] += Vf[0] * Vf[4] - Vf[1] * Vf[3]
+    for blk in range(0 if not point else 1, 2):
+        lo = 3 * blk
+        out = r0 + (0 if point else lo)
+        for r in range(3):
+            if world:
+                c[out + r] = Ra[r, 0] * dVf[lo] + Ra[r, 1] * dVf[lo + 1] + Ra[r, 2] * dVf[lo + 2]
+            else:
+                c[out + r] = dVf[lo + r]
+
+
+@ijit
+def dot(x, y):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i] * y[i]
+    return s
+
+
+@jit
+def constrained_aba_sample(mf, mi, ws, ci, cf, sc, q, v, tau, T, active, params, a, lam):
+    """(a, lam) of one sample into a (nv,) and lam (m,); params = (kp, kd, tol). Returns a status."""
+    mf, mi, ci, cf, sc = borrowed(mf), borrowed(mi), borrowed(ci), borrowed(cf), borrowed(sc)
+    q, v, tau, T, a, lam = borrowed(q), borrowed(v), borrowed(tau), borrowed(T), borrowed(a), borrowed(lam)
+    nb, n, nv = sizes(mi)
+    k, m = ci[0], ci[1]
+    parent = ci[2:2 + nv]
+    L, o = block(sc, 0, nv, nv)
+    vecs, o = block(sc, o, 4, nv)
+    R, o = block(sc, o, nb, 9)
+    p, o = block(sc, o, nb, 3)
+    Rw, o = block(sc, o, nb + 1, 9)
+    pw, o = block(sc, o, nb + 1, 3)
+    V, o = block(sc, o, nb + 1, 6)
+    dV0, o = block(sc, o, nb + 1, 6)
+    eta, o = block(sc, o, nb, 6)
+    sw, o = block(sc, o, nb, 6)
+    A, o = block(sc, o, m, nv)
+    Y, o = block(sc, o, m, nv)
+    K, o = block(sc, o, m, m)
+    mvecs, o = block(sc, o, 3, m)
+    h, o = block(sc, o, 2, 6)
+    f, o = block(sc, o, 1, 12)
+    b, x, zero = vecs[0], vecs[1], vecs[2]
+    c, Av, rhs = mvecs[0], mvecs[1], mvecs[2]
+    Ra, pa = reshaped(f, 0, (3, 3)), f[0, 9:12]
+    for i in range(nv):
+        zero[i] = 0.0
+    mass_matrix_sample(mf, mi, ws, q, L)
+    rnea_sample(mf, mi, ws, q, v, zero, T, np.empty((0, nb, 6)), np.empty((0, 6)), 0, b)
+    if not ltl(L, parent):
+        return SINGULAR
+    for i in range(nv):
+        a[i] = tau[i] - b[i]
+    solve_lt(L, parent, a)
+    solve_l(L, parent, a)  # a_r = M^-1 (tau - b)
+    world_kinematics(mf, mi, q, v, T, reshaped(R, 0, (nb, 3, 3)), p, reshaped(Rw, 0, (nb + 1, 3, 3)), pw, V, eta,
+                     dV0, sw)
+    kp, kd, tol = params[0], params[1], params[2]
+    for j in range(k):
+        o = 2 + nv + 4 * j
+        r0, rows = ci[o + ROW], 3 if ci[o + POINT] != 0 else 6
+        if not active[j]:
+            for r in range(r0, r0 + rows):
+                for col in range(nv):
+                    A[r, col] = 0.0
+                c[r] = 0.0
+            continue
+        contact_rows(mf, mi, ci, cf, j, reshaped(Rw, 0, (nb + 1, 3, 3)), pw, V, dV0, sw, Ra, pa, h, A, c)
+    for r in range(m):
+        Av[r] = dot(A[r], v)
+        if not abs(Av[r]) <= tol:
+            return VIOLATED
+        rhs[r] = dot(A[r], a) + c[r] + kd * Av[r]
+        for col in range(nv):
+            Y[r, col] = A[r, col]
+        solve_lt(L, parent, Y[r])
+    for r in range(m):
+        for s in range(r + 1):
+            K[r, s] = dot(Y[r], Y[s])
+        if K[r, r] == 0.0:  # an inactive row: lam_r = 0
+            K[r, r] = 1.0
+    for j in range(m):  # K = C C^T, a pivot that vanishes against its diagonal entry: singular
+        d = K[j, j]
+        for s in range(j):
+            d -= K[j, s] * K[j, s]
+        if not d > PIVOT_RTOL * K[j, j]:
+            return SINGULAR
+        d = math.sqrt(d)
+        K[j, j] = d
+        for r in range(j + 1, m):
+            s_ = K[r, j]
+            for s in range(j):
+                s_ -= K[r, s] * K[j, s]
+            K[r, j] = s_ / d
+    for r in range(m):
+        s_ = -rhs[r]
+        for s in range(r):
+            s_ -= K[r, s] * lam[s]
+        lam[r] = s_ / K[r, r]
+    for r in range(m - 1, -1, -1):
+        s_ = lam[r]
+        for s in range(r + 1, m):
+            s_ -= K[s, r] * lam[s]
+        lam[r] = s_ / K[r, r]
+    for i in range(nv):
+        x[i] = 0.0
+    for r in range(m):
+        for i in range(nv):
+            x[i] += Y[r, i] * lam[r]
+    solve_l(L, parent, x)
+    for i in range(nv):
+        a[i] += x[i]
+    return OK
+
+
+@jit
+def constrained_aba_one(handle, ci, cf, sc, q, v, tau, T, active, params, a, lam):
+    """One sample: checks lengths, NaN and the pose, then constrained_aba_sample."""
+    mf, mi = model_arrays(handle)
+    if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, tau))) or active.shape[0] != ci[0]:
+        return BAD_INPUT
+    return constrained_aba_sample(mf, mi, workspace(mf, mi), ci, cf, sc, q, v, tau, T, active, params, a, lam)
+
+
+@bjit
+def constrained_aba_many(mf, mi, ws_size, ci, cf, sc_size, q, v, tau, T, active, params, a, lam, start, stop):
+    """Samples start..stop of a batch: q (B, n), v, tau (B, nv), T and active (B or 1, ...)."""
+    ws, sc = np.empty(ws_size), np.empty(sc_size)
+    worst = OK
+    for b in range(start, stop):
+        status = constrained_aba_sample(mf, mi, ws, ci, cf, sc, q[b], v[b], tau[b], pose_of(T, b),
+                                        active[b if active.shape[0] != 1 else 0], params, a[b], lam[b])
+        worst = max(worst, status)
+    return worst
