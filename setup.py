@@ -23,6 +23,7 @@ setup(
         "rosbags>=0.10",
         "matplotlib>=3.5",
         "tqdm>=4.60",
+        "ruamel.yaml>=0.17",  # the replay's --params (a node parameter file)
         "cvxpy>=1.4",
     ],
     extras_require={

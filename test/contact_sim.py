@@ -187,3 +187,24 @@ def write_bag(path: Path, rec: Recording, *, flags: bool = True, wrenches: bool 
                 effort=rec.tau[k].copy())
             w.write(js, stamp, ts.serialize_cdr(state, "sensor_msgs/msg/JointState"))
     return path
+
+
+def main() -> None:
+    """The README's worked example: simulate, write the bag, replay it with the contacts of
+    config/solo12_contacts.yaml, print the report. Usage: python test/contact_sim.py OUT_DIR"""
+    import sys
+
+    from liedyn_ros.replay import ReplayOptions, replay
+    from liedyn_ros.replay.cli import print_report
+    from liedyn_ros.robot_data import robots_dir
+
+    out = Path(sys.argv[1])
+    urdf = robots_dir() / "solo_description/robots/solo12.urdf"
+    out.mkdir(parents=True, exist_ok=True)
+    bag = write_bag(out / "solo12_stand_trot", simulate(urdf))
+    params = Path(__file__).resolve().parents[1] / "config" / "solo12_contacts.yaml"
+    print_report(replay([bag], ReplayOptions(out=out / "replay", urdf=urdf, odom_topic="/odom", params=params)))
+
+
+if __name__ == "__main__":
+    main()

@@ -32,6 +32,7 @@ from liedyn_ros.pipeline import (
     SkipReason,
     command_indices,
     compute_outputs,
+    config_from_parameters,
     estimate_accelerations,
     pair_odometry,
     prepare_kernels,
@@ -825,28 +826,17 @@ NODE_ONLY = {"robot_description", "floating_base", "gravity", "diagnostics_perio
 
 
 def read_ros_parameters(path: Path) -> dict[str, Any]:
-    """The flat ``key: value`` lines under ros__parameters (no YAML library needed)."""
-    values: dict[str, Any] = {}
-    for line in path.read_text().splitlines():
-        match = re.match(r"^\s{4}(\w+):\s*(.+?)\s*(#.*)?$", line)
-        if match:
-            text = match.group(2).replace("true", "True").replace("false", "False")
-            try:
-                import ast
-                values[match.group(1)] = ast.literal_eval(text)
-            except (ValueError, SyntaxError):
-                values[match.group(1)] = text  # a bare YAML string such as `zero`
-    return values
+    """The ros__parameters of a node parameter file, read as the replay's --params reads it."""
+    from liedyn_ros.replay.run import load_parameters
+    return load_parameters(path)
 
 
-@pytest.mark.parametrize("name", ["dynamics.yaml", "floating_base.yaml"])
+@pytest.mark.parametrize("name", ["dynamics.yaml", "floating_base.yaml", "solo12_contacts.yaml"])
 def test_config_files_are_valid_pipeline_configs(name: str) -> None:
     values = read_ros_parameters(REPO / "config" / name)
     pipeline_keys = set(PipelineConfig.__dataclass_fields__)
     assert set(values) <= pipeline_keys | NODE_ONLY, set(values) - pipeline_keys - NODE_ONLY
-    kwargs = {k: v for k, v in values.items() if k in pipeline_keys}
-    kwargs["command_joints"] = tuple(j for j in kwargs.get("command_joints", ()) if j)
-    config = PipelineConfig(**kwargs)  # raises on a bad value
+    config = config_from_parameters(values)  # raises on a bad value
     assert len(values["gravity"]) == 3 and all(isinstance(g, float) for g in values["gravity"])
     if name == "dynamics.yaml":  # the documented defaults are the pipeline's defaults
         assert config == PipelineConfig()

@@ -133,7 +133,10 @@ class PipelineConfig:
 
     def _check_contacts(self) -> None:
         for name in ("contact_links", "contact_types", "contact_offsets", "contact_wrench_topics"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
+            value = getattr(self, name)
+            if isinstance(value, str):  # a YAML scalar where a list belongs: never split it
+                raise ValueError(f"{name}: expected a list, got the string {value!r}")
+            object.__setattr__(self, name, tuple(value))
         try:
             source = ContactSource(self.contact_source)
         except ValueError:
