@@ -63,15 +63,37 @@ def assert_recovered(result, damping, friction, rel, com_tol):
     assert np.linalg.norm(np.array(p["com"]) - COM) < com_tol
 
 
-def test_noise_free_recording_gives_friction_and_payload(arm):
+@pytest.fixture(scope="module")
+def clean(arm):
+    """A noise-free recording with MuJoCo's own accelerations."""
+    return record(arm, 16.0, seed=1)
+
+
+def test_noise_free_recording_gives_friction_and_payload(arm, clean):
     model, sim, damping, friction = arm
-    rec = record(arm, 16.0, seed=1)
+    rec = clean
     problem = IdentificationProblem(model, friction=True, payload_link=LINK)
     result = fit_arrays(problem, rec.q, rec.qd, rec.qdd, rec.effort)
     assert_recovered(result, damping, friction, rel=0.02, com_tol=0.005)
     assert not result.unexcited
     assert np.all(result.rms_after < 0.01 * result.rms_before)
     assert np.all(np.isfinite(result.std))
+
+
+def test_noise_free_inertial_fit_gives_the_base_parameters_of_arm_and_payload(arm, clean):
+    """All 70 parameters and friction at once: every base parameter the recording identifies
+    equals that of the URDF with MuJoCo's payload merged into the hand."""
+    model, sim, damping, friction = arm
+    problem = IdentificationProblem(model, friction=True, inertia=True)
+    result = fit_arrays(problem, clean.q, clean.qd, clean.qdd, clean.effort)
+    truth = ident.with_payload(model, LINK, MASS, COM, I_COM[[0, 0, 0, 1, 1, 2], [0, 1, 2, 1, 2, 2]])
+    bp = ident.base_parameters(model)
+    known = result.identifiable[problem.slices["inertia"]]
+    seen = np.array([np.all(known[np.abs(row) > 1e-12]) for row in bp.K])
+    assert seen.sum() >= 15
+    np.testing.assert_allclose(bp.of(result.parameters)[seen], bp.of(ident.parameters(truth))[seen], atol=1e-5)
+    np.testing.assert_allclose(result.friction.coulomb, list(friction.values()), rtol=1e-4)
+    assert np.all(np.linalg.eigvalsh(ident.pseudo_inertia(result.parameters.reshape(-1, 10)))[:, 0] > -1e-9)
 
 
 def test_two_joint_recording_stays_consistent_and_says_what_it_misses(arm):
