@@ -115,3 +115,37 @@ def test_friction_is_smooth_and_linear_in_its_parameters() -> None:
     assert_close(ident.friction_regressor(qd, 0.01) @ phi, tau)
     with pytest.raises(ValueError, match="friction_viscous"):
         ident.Friction(coulomb=[1.0, 2.0], viscous=[1.0])
+
+
+def test_floating_base_fit_on_pinocchio_torques_finds_a_foot_payload_and_friction() -> None:
+    """Solo12 at random base poses and twists: joint torques from Pinocchio's rnea of the URDF with
+    a load welded to FL_FOOT, plus friction; the joint rows alone give both back, and a payload
+    on the base, which no joint torque feels, is reported as not identifiable."""
+    from liedyn_ros.core.identification.fit import IdentificationProblem, NormalEquations, identify
+
+    xml = urdf_text("solo12")
+    load = ('<link name="load"><inertial><origin xyz="0.01 -0.02 0.03"/><mass value="0.4"/>'
+            '<inertia ixx="2e-4" ixy="0" ixz="0" iyy="3e-4" iyz="0" izz="1e-4"/></inertial></link>'
+            '<joint name="load_weld" type="fixed"><parent link="FL_FOOT"/><child link="load"/></joint></robot>')
+    truth = twin_from_xml(xml.replace("</robot>", load), True)
+    model = core.load_urdf(xml, floating_base=True)
+    rng = np.random.default_rng(9)
+    samples = [(*random_state(model, rng), pose_arg(model, rng)) for _ in range(300)]
+    q, v, a, T = (np.array(x) for x in zip(*samples))
+    fc, fv = rng.uniform(0.1, 0.5, model.n), rng.uniform(0.01, 0.1, model.n)
+    tau = np.array([pin_rnea(truth, *s)[6:] for s in samples]) + fc * np.tanh(v[:, 6:] / 0.01) + fv * v[:, 6:]
+    for link, seen in (("FL_FOOT", True), ("base_link", False)):
+        problem = IdentificationProblem(model, friction=True, payload_link=link, min_speed=0.0)
+        fit, val = NormalEquations(model.n, problem.size), NormalEquations(model.n, problem.size)
+        fit.add(*problem.columns(q[:200], v[:200], a[:200], tau[:200], base_pose=T[:200]))
+        val.add(*problem.columns(q[200:], v[200:], a[200:], tau[200:], base_pose=T[200:]))
+        result = identify(problem, fit, val)
+        payload = result.payload
+        if seen:
+            assert payload["mass"] == pytest.approx(0.4, rel=1e-6)
+            np.testing.assert_allclose(payload["com"], [0.01, -0.02, 0.03], atol=1e-7)
+            np.testing.assert_allclose(result.friction.coulomb, fc, rtol=1e-6)
+            assert np.all(result.rms_after < 1e-4 * result.rms_before)
+        else:
+            assert not result.identifiable[problem.slices["payload"]].any()
+            assert any("payload.m" in d for d in result.unexcited)
