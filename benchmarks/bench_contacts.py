@@ -45,7 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=400)
     args = parser.parse_args()
-    rec = contact_sim.simulate(URDF, stand_s=args.samples / contact_sim.RATE, trot_s=0.0)
+    rec = contact_sim.simulate(first_s=args.samples / contact_sim.RATE, second_s=0.0)
     model = core.load_urdf(str(URDF), floating_base=True)
     base = PipelineConfig(base_link="base_link")
     rows = [("no contacts", base),

@@ -16,6 +16,7 @@ from liedyn_ros.pipeline import (
     OutputMessageFactory,
     PipelineConfig,
     SkipReason,
+    compute_contact_outputs,
     compute_outputs,
     resolve_contacts,
 )
@@ -157,3 +158,32 @@ def test_contacts_resolve_on_merged_links_with_offsets(solo) -> None:
                                                         contact_offsets=(0, 0, -0.01, 0, 0, 0.02)))
     assert contacts is not None and contacts.kinds == ("point", "flat") and list(contacts.rows) == [0, 3, 9]
     np.testing.assert_allclose(contacts.offsets[:, 2], [-0.01, 0.02])
+
+
+@pytest.mark.parametrize("soles", [(True, True), (True, False), (False, True)])
+def test_humanoid_on_flat_soles_balances_as_pinocchio_statics_demand(soles) -> None:
+    """Talos at rest on both soles or one (a square A_p^T: unique forces): the torques and sole
+    wrenches satisfy g(q) = [0; tau] + sum J_i^T w_i with Pinocchio's LOCAL sole Jacobians."""
+    robot = contact_sim.talos()
+    model = core.load_urdf(str(robot.urdf), floating_base=True)
+    pin_model = pin.buildModelFromUrdf(str(robot.urdf), pin.JointModelFreeFlyer())
+    q = contact_sim.standing_posture(pin_model, robot.posture)
+    order = [list(pin_model.names[2:]).index(j) for j in model.joint_names]
+    config = PipelineConfig(contact_links=robot.feet, contact_types=("flat",))
+    contacts = resolve_contacts(model, config)
+    pose = core.pose_from_position_quaternion(q[:3], q[3:7])
+    v = np.zeros(model.nv)
+    out = compute_contact_outputs(model, contacts, q[7:][order], v, v.copy(), None, pose, np.array(soles))
+    data = pin_model.createData()
+    g = pin.computeGeneralizedGravity(pin_model, data, q)
+    pin.computeJointJacobians(pin_model, data, q)
+    pin.updateFramePlacements(pin_model, data)
+    total = np.zeros(pin_model.nv)
+    for i, sole in enumerate(robot.feet):
+        J = pin.getFrameJacobian(pin_model, data, pin_model.getFrameId(sole), pin.LOCAL)
+        m, f = out.contact_wrench[i, :3], out.contact_wrench[i, 3:]
+        total += J.T @ np.concatenate([f, m])  # pinocchio's wrench order: (f, m)
+    tau_pin = np.zeros(pin_model.nv - 6)
+    tau_pin[order] = out.tau_ff
+    np.testing.assert_allclose(np.concatenate([np.zeros(6), tau_pin]) + total, g, atol=1e-8 * np.abs(g).max())
+    assert not out.checks.unbalanced

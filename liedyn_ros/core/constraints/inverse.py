@@ -80,6 +80,12 @@ def constrained_rnea(model: Model, q, v, a, constraints, *, base_pose=None, pass
     Vr = np.where(rank_rows[:, :, None], Vt, 0.0)
     N = np.eye(A.shape[1]) - np.swapaxes(Vr, -1, -2) @ Vr
     N = N * (pb.rows[:, :, None] & pb.rows[:, None, :])
+    # N is an orthogonal projector up to rounding; rebuilt from its unit eigenvectors it is exact,
+    # and exactly zero without a null space (one flat foot: A_p^T square), where the rounding
+    # left in I - Vr^T Vr would be blown up into forces by the pseudo-inverse below.
+    eigenvalues, E = np.linalg.eigh(N)
+    E = np.where(eigenvalues[:, None, :] > 0.5, E, 0.0)
+    N = E @ np.swapaxes(E, -1, -2)
     if solution == "unique":
         free = np.einsum("bii->b", N)
         if np.any(free > 0.5):
