@@ -34,6 +34,7 @@ from .base import (
     to_pinocchio,
     velocity_from_twist,
 )
+from .collisions import Collision, collision_events
 from .constraints import (
     ConstraintSet,
     Contact,
@@ -56,6 +57,7 @@ from .derivatives import (
 )
 from .identification import Friction, friction_torque, parameters, regressor, with_parameters, with_payload
 from .model import DEFAULT_GRAVITY, Flaw, Model, SingularInertiaError, URDFError, URDFWarning, load_urdf
+from .observer import MomentumObserver
 
 __all__ = [
     "DEFAULT_GRAVITY",
@@ -92,6 +94,9 @@ __all__ = [
     "with_payload",
     "Friction",
     "friction_torque",
+    "MomentumObserver",
+    "Collision",
+    "collision_events",
     "pose_from_position_quaternion",
     "position_quaternion_from_pose",
     "velocity_from_twist",
