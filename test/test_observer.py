@@ -224,6 +224,22 @@ def test_batch_of_robots_equals_one_by_one():
             np.testing.assert_allclose(got[k][b], want, rtol=1e-12, atol=1e-12)
 
 
+def test_series_in_blocks_equals_updates(panda):
+    tw, q0 = panda
+    rng = np.random.default_rng(6)
+    q, v, tau = q0 + 0.1 * rng.normal(size=(9, 7)), rng.normal(size=(9, 7)), rng.normal(size=(9, 7))
+    dt = rng.uniform(1e-3, 5e-3, 9)
+    dt[[3, 6]] += [0.2, 0.4]  # gaps longer than max_gap: the observer starts over there
+    t = np.cumsum(dt)
+    one = core.MomentumObserver(tw.model, 40.0, max_gap=0.1)
+    want = np.array([one.update(t[k], q[k], v[k], tau[k]) for k in range(9)])
+    assert not want[[0, 3, 6]].any() and want[[1, 2, 4, 5, 7, 8]].all()
+    series = core.MomentumObserver(tw.model, 40.0, max_gap=0.1)
+    blocks = [(0, 1), (1, 5), (5, 5), (5, 7), (7, 9)]
+    got = np.concatenate([series.series(t[a:b], q[a:b], v[a:b], tau[a:b]) for a, b in blocks])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 def test_observer_errors():
     model = twin("panda_arm").model
     with pytest.raises(ValueError, match="gain"):

@@ -26,6 +26,7 @@ import numpy as np
 
 from .checks import check_vector
 from .dynamics import coriolis_matrix, gravity, mass_matrix
+from .fast.spatial import jit
 from .model import Model
 
 __all__ = ["MomentumObserver"]
@@ -35,17 +36,22 @@ class MomentumObserver:
     """External generalized force estimate of one robot or a batch of robots of one model.
 
     gain: K, positive, one value for all coordinates or one per coordinate (nv,) [1/s].
-    `update` takes the samples in time order; `reset` starts over (a model change, a gap).
+    max_gap [s]: a sample later than this after the previous one starts over (r = 0 there), as
+    after `reset`: the integral cannot bridge a stretch without samples. None: never.
+    `update` takes the samples in time order; `reset` starts over (say, on a model change).
     """
 
-    def __init__(self, model: Model, gain) -> None:
+    def __init__(self, model: Model, gain, *, max_gap: float | None = None) -> None:
         K = np.asarray(gain, dtype=float)
         if K.ndim > 1 or (K.ndim == 1 and K.shape != (model.nv,)):
             raise ValueError(f"gain: expected one value or one per coordinate ({model.nv},), got shape {K.shape}")
         if not np.all(np.isfinite(K)) or np.any(K <= 0):
             raise ValueError("gain: must be positive and finite")
+        if max_gap is not None and not max_gap > 0:
+            raise ValueError(f"max_gap: must be positive or None, got {max_gap}")
         self.model = model
         self.gain = np.broadcast_to(K, (model.nv,)).copy()
+        self.max_gap = np.inf if max_gap is None else float(max_gap)
         self.reset()
 
     def reset(self) -> None:
@@ -60,6 +66,61 @@ class MomentumObserver:
         motor torque that friction takes (tau = M vdot + C v + g + tau_friction - tau_ext); it is
         taken off tau when given (identified friction, issue 13).
         """
+        p, beta = self._momentum_terms(q, v, tau, base_pose, tau_friction)
+        t = _check_time(t)
+        if self.t is None:
+            r = np.zeros(p.shape)
+        else:
+            if p.shape != self._p.shape:
+                raise ValueError(f"q: batch shape {p.shape[:-1]} differs from the previous update's "
+                                 f"{self._p.shape[:-1]}; call reset() first")
+            dt = (t - self.t)[..., None]
+            if np.any(dt <= 0):
+                raise ValueError(f"t: {t} is not after the previous sample's {self.t}")
+            decay = np.exp(-self.gain * dt)
+            r = decay * self.residual + (1.0 - decay) * (p - self._p - 0.5 * (beta + self._beta) * dt) / dt
+            r = np.where(dt > self.max_gap, 0.0, r)  # those robots start over here
+        self.t, self._p, self._beta, self.residual = t, p, beta, r
+        return r
+
+    def series(self, t, q, v, tau, *, base_pose=None, tau_friction=None) -> np.ndarray:
+        """r at N consecutive samples of one robot, t (N,), q (N, n), ..., continuing the updates.
+
+        The same as N calls of `update`, with the dynamics computed as one batch (the replay).
+        """
+        t = _check_time(t).reshape(-1)
+        p, beta = self._momentum_terms(q, v, tau, base_pose, tau_friction)
+        if p.shape != (len(t), self.model.nv):
+            raise ValueError(f"q: expected {len(t)} samples of one robot (one per t), got batch shape {p.shape[:-1]}")
+        if self.t is not None and np.shape(self.t) != ():
+            raise ValueError("q: the previous updates were a batch of robots; call reset() first")
+        before = np.nan if self.t is None else self.t  # NaN: no sample before, start over at t[0]
+        dt = np.diff(t, prepend=before)
+        restarts = np.flatnonzero(~(dt <= self.max_gap))
+        k = restarts[0] if len(restarts) else len(t)
+        out = [self._advance(t[:k], p[:k], beta[:k])]
+        for a, b in zip(restarts, np.append(restarts[1:], len(t))):
+            self.t, self._p, self._beta, self.residual = t[a], p[a], beta[a], np.zeros(self.model.nv)
+            out += [self.residual[None], self._advance(t[a + 1:b], p[a + 1:b], beta[a + 1:b])]
+        return np.concatenate(out)
+
+    def _advance(self, t: np.ndarray, p: np.ndarray, beta: np.ndarray) -> np.ndarray:
+        """The residuals of samples (t, p, beta) that follow the stored one, in time order."""
+        if not len(t):
+            return p[:0]
+        dt = np.diff(t, prepend=self.t)[:, None]
+        if np.any(dt <= 0):
+            raise ValueError("t: stamps must increase, also from the previous sample")
+        beta_before = np.concatenate([self._beta[None], beta[:-1]])
+        ds = np.diff(p, axis=0, prepend=self._p[None]) - 0.5 * (beta + beta_before) * dt
+        decay = np.exp(-self.gain * dt)
+        r = np.empty_like(ds)
+        _first_order(decay, (1.0 - decay) * ds / dt, self.residual, r)
+        self.t, self._p, self._beta, self.residual = t[-1], p[-1], beta[-1], r[-1].copy()
+        return r
+
+    def _momentum_terms(self, q, v, tau, base_pose, tau_friction) -> tuple[np.ndarray, np.ndarray]:
+        """p = M v and beta = tau - tau_friction + C^T v - g, each (..., nv)."""
         model = self.model
         tau = check_vector("tau", tau, model.nv)
         v = np.asarray(v, dtype=float)  # checked by coriolis_matrix
@@ -70,24 +131,22 @@ class MomentumObserver:
             f = check_vector("tau_friction", tau_friction, model.n)
             tau = tau - np.concatenate([np.zeros(f.shape[:-1] + (model.nv - model.n,)), f], -1)
         if v.ndim == 1:  # one robot: plain products are several times quicker than einsum
-            p, beta = M @ v, tau + v @ C - g
-        else:
-            p = np.einsum("...ij,...j->...i", M, v)
-            beta = tau + np.einsum("...ji,...j->...i", C, v) - g
-        t = np.asarray(t, dtype=float)
-        if not np.all(np.isfinite(t)):
-            raise ValueError("t: contains NaN or infinite values")
-        if self.t is None:
-            r = np.zeros(np.broadcast_shapes(p.shape, beta.shape))
-        else:
-            if np.shape(p) != np.shape(self._p):
-                raise ValueError(f"q: batch shape {p.shape[:-1]} differs from the previous update's "
-                                 f"{np.shape(self._p)[:-1]}; call reset() first")
-            dt = (t - self.t)[..., None]
-            if np.any(dt <= 0):
-                raise ValueError(f"t: {t} is not after the previous sample's {self.t}")
-            ds = p - self._p - 0.5 * (beta + self._beta) * dt
-            decay = np.exp(-self.gain * dt)
-            r = decay * self.residual + (1.0 - decay) * (ds / dt)
-        self.t, self._p, self._beta, self.residual = t, p, beta, r
-        return r
+            return M @ v, tau + v @ C - g
+        return np.einsum("...ij,...j->...i", M, v), tau + np.einsum("...ji,...j->...i", C, v) - g
+
+
+def _check_time(t) -> np.ndarray:
+    t = np.asarray(t, dtype=float)
+    if not np.all(np.isfinite(t)):
+        raise ValueError("t: contains NaN or infinite values")
+    return t
+
+
+@jit
+def _first_order(decay, u, r0, out):
+    """out[k] = decay[k] * out[k - 1] + u[k], out[-1] = r0: the filter's recurrence in time order."""
+    r = r0.copy()
+    for k in range(decay.shape[0]):
+        for j in range(r.shape[0]):
+            r[j] = decay[k, j] * r[j] + u[k, j]
+            out[k, j] = r[j]
