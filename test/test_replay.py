@@ -179,7 +179,8 @@ def test_replay_outputs_match_core_and_pinocchio(tmp_path, model, pin_model, kin
         assert stats["max_abs"] == pytest.approx(np.abs(residual[:, j]).max(), rel=1e-9)
         acc_stats = summary["joints"][name]["acceleration_residual_rad_s2"]
         assert acc_stats["rms"] == pytest.approx(np.sqrt(((acc_pin - a_est)[:, j] ** 2).mean()), rel=1e-7)
-    assert {p.name for p in out.glob("*.png")} == {"torques.png", "torque_residuals.png", "accelerations.png"}
+    assert {p.name for p in out.glob("*.png")} == {"torques.png", "torque_residuals.png", "accelerations.png",
+                                                  "external_torque.png"}
 
 
 def test_bags_merged_in_time_across_formats(tmp_path, model):
@@ -307,7 +308,8 @@ def test_cli_errors_and_parallel_jobs(tmp_path, model, capsys):
 
 def test_model_without_forward_dynamics_replays_torques_only(tmp_path, model, pin_model, capsys):
     """The UR5 with its wrist_3 link and tool frames massless: aba is undefined, so the replay says
-    why once and writes feedforward and gravity (equal to Pinocchio's) without predictions."""
+    why once and writes feedforward and gravity (equal to Pinocchio's) without predictions; the
+    momentum observer never inverts M, so the external torque is there too."""
     import xml.etree.ElementTree as ET
 
     root = ET.fromstring(ur5_urdf().read_text())
@@ -327,7 +329,7 @@ def test_model_without_forward_dynamics_replays_torques_only(tmp_path, model, pi
     assert "no predicted accelerations" in capsys.readouterr().err
     assert report.processed == len(sc["stamps"]) - 1
     outputs = read_outputs(out)
-    assert set(outputs) == {"/liedyn/feedforward_torque", "/liedyn/gravity_torque"}
+    assert set(outputs) == {"/liedyn/feedforward_torque", "/liedyn/gravity_torque", "/liedyn/external_torque"}
     # The massless wrist changes no torque of the joints before it, and its own is zero.
     keep = np.arange(len(sc["stamps"])) != NAN_INDEX
     light = core.load_urdf(str(urdf))

@@ -40,8 +40,26 @@ def test_real_bag_end_to_end(result):
     assert report.received == 1941 and report.processed == 1941
     assert "control_msgs/msg/DynamicJointState" in report.skipped_types
     assert report.published["predicted_acceleration"] > 500  # commands cover the second half
-    for name in ("torques", "torque_residuals", "accelerations"):
+    for name in ("torques", "torque_residuals", "accelerations", "external_torque"):
         assert (out / f"{name}.png").stat().st_size > 10_000
+
+
+def test_real_bag_observer_sees_the_velocity_limit(result):
+    """Gazebo holds joint_a1 at its URDF velocity limit (1.4834 rad/s) for about 0.3 s while the
+    commands push it faster: the limit acts on the arm like an external torque against the motion,
+    and the observer reports it as the one collision on joint_a1."""
+    report, _ = result
+    (event,) = [e for e in report.summary["collisions"] if e["joint"] == "joint_a1"]
+    ts = get_typestore(Stores.ROS2_HUMBLE)
+    with AnyReader([BAG], default_typestore=ts) as reader:
+        states = [reader.deserialize(r, c.msgtype)
+                  for c, _, r in reader.messages([c for c in reader.connections if c.topic == "/joint_states"])]
+    stamp = np.array([s.header.stamp.sec * 10**9 + s.header.stamp.nanosec for s in states])
+    v1 = np.array([s.velocity[list(s.name).index("joint_a1")] for s in states])
+    during = v1[(stamp >= event["start_ns"]) & (stamp < event["end_ns"])]
+    print(f"\njoint_a1 event {event}, |v| up to {np.abs(during).max():.4f} rad/s")
+    assert np.abs(during).max() == pytest.approx(1.4834, abs=1e-3)
+    assert np.sign(event["peak"]) == -np.sign(during[np.argmax(np.abs(during))])
 
 
 def test_real_bag_feedforward_against_pinocchio(result):

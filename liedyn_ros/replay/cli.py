@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from .accel import SavgolSettings
 from .errors import ReplayError
+from .external import ObserverSettings
 from .identify import format_report
 from .run import ReplayOptions, ReplayReport, replay
 
@@ -22,7 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="liedyn-replay",
         description="Replay ROS 1 / rosbag2 bags through the liedyn dynamics (no ROS install needed): "
-        "feedforward, gravity and predicted-acceleration outputs, residual summary and plots.",
+        "feedforward, gravity and predicted-acceleration outputs, external torques (momentum observer) "
+        "and collision events, residual summary and plots.",
     )
     p.add_argument("bags", nargs="+", type=Path, metavar="BAG",
                    help="rosbag2 directory, .mcap, .db3 or ROS 1 .bag; several are merged in time")
@@ -55,6 +57,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--identify", action="append", nargs="+", default=[], metavar="WHAT",
                    help="fit 'friction', 'payload LINK' or 'inertia' (repeatable) on the first 70%% of the "
                    "samples, validate on the rest; writes DIR/identified.yaml for the node")
+    p.add_argument("--observer-gain", type=float, default=ObserverSettings.gain, metavar="K",
+                   help="momentum observer gain [1/s]: the estimate follows the external torque with "
+                   "time constant 1/K (default %(default)s)")
+    p.add_argument("--collision-threshold", type=float, nargs="+", default=list(ObserverSettings.threshold),
+                   metavar="T", help="external torque [N m] that starts a collision event: one for all joints "
+                   "or one per joint in model order (default %(default)s)")
+    p.add_argument("--collision-release", type=float, default=ObserverSettings.release, metavar="F",
+                   help="an event ends when every joint is below F times its threshold (default %(default)s)")
+    p.add_argument("--observer-max-gap", type=float, default=ObserverSettings.max_gap, metavar="S",
+                   help="the observer starts over after a gap of more than S seconds (default %(default)s)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
@@ -65,12 +77,14 @@ def options_from_args(args: argparse.Namespace, out: Path, progress: bool) -> Re
         savgol = SavgolSettings(window=args.sg_window, polyorder=args.sg_order)
     except ValueError as err:
         raise ReplayError(f"--sg-window/--sg-order: {err}") from err
+    observer = ObserverSettings(gain=args.observer_gain, threshold=tuple(args.collision_threshold),
+                                release=args.collision_release, max_gap=args.observer_max_gap)
     joints = tuple(j.strip() for j in args.effort_joints.split(",") if j.strip()) if args.effort_joints else ()
     return ReplayOptions(
         out=out, urdf=args.urdf, joint_states_topic=args.joint_states_topic, odom_topic=args.odom_topic,
         acceleration_source=args.acceleration_source,
         gravity=None if args.gravity is None else tuple(args.gravity),
-        effort_topic=args.effort_topic, effort_joints=joints, savgol=savgol,
+        effort_topic=args.effort_topic, effort_joints=joints, savgol=savgol, observer=observer,
         progress=progress, plots=not args.no_plots, identify=tuple(tuple(w) for w in args.identify),
         start_s=args.start, end_s=args.end, params=args.params, contact_state_topic=args.contact_state_topic,
     )

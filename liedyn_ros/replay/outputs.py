@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .samples import SampleBlock
 
 PREFIX = "/liedyn/"
+TOPIC_EXTERNAL_TORQUE = "external_torque"  # the momentum observer's estimate (CONVENTIONS.md)
 NS_PER_S = pipeline.NS_PER_S
 
 Build = Callable[[int, str, "NDArray[np.float64]"], Any]
@@ -159,6 +160,8 @@ class OutputWriter:
                 lambda s, fr, v: f.torque_state(f.header(s, fr), v), ser(js), len(joints))),
             Channel(pipeline.TOPIC_PREDICTED_ACCELERATION, jt, joints, TemplateEncoder(
                 lambda s, fr, v: f.acceleration_trajectory(f.header(s, fr), v), ser(jt), len(joints))),
+            Channel(TOPIC_EXTERNAL_TORQUE, js, joints, TemplateEncoder(
+                lambda s, fr, v: f.torque_state(f.header(s, fr), v), ser(js), len(joints))),
         ]
         if model.floating_base:
             ws, ac = "geometry_msgs/msg/WrenchStamped", "geometry_msgs/msg/AccelStamped"
@@ -200,10 +203,11 @@ class OutputWriter:
             self._writer.close()
 
     def write(self, block: SampleBlock, outputs: pipeline.DynamicsOutputs, accel_est: NDArray[np.float64],
-              fit: Any = None) -> None:
+              fit: Any = None, tau_ext: NDArray[np.float64] | None = None) -> None:
         """All outputs of one block: bag messages (logged at the input receive time) and CSV;
-        ``fit`` (run.ContactFit) the contact forces closest to the measurements."""
-        series = self._series(block, outputs)
+        ``fit`` (run.ContactFit) the contact forces closest to the measurements; ``tau_ext`` the
+        observer's external joint torques (N, n), NaN rows where it has none (no effort)."""
+        series = self._series(block, outputs, tau_ext)
         assert self._writer is not None
         for ch in self.channels:
             if ch.name not in series:  # an output the model cannot give (no forward dynamics)
@@ -228,7 +232,8 @@ class OutputWriter:
             self._csv["torque_fit"].write(format_rows(stamps, fit.tau))
             self._csv["unconstrained_torque"].write(format_rows(stamps, outputs.tau_free))
 
-    def _series(self, block: SampleBlock, out: pipeline.DynamicsOutputs) -> dict[str, tuple[NDArray[np.float64], NDArray[np.intp]]]:
+    def _series(self, block: SampleBlock, out: pipeline.DynamicsOutputs, tau_ext: NDArray[np.float64] | None
+                ) -> dict[str, tuple[NDArray[np.float64], NDArray[np.intp]]]:
         every = np.arange(len(block))
         series = {
             pipeline.TOPIC_FEEDFORWARD: (out.tau_ff, every),
@@ -238,6 +243,7 @@ class OutputWriter:
             (pipeline.TOPIC_PREDICTED_ACCELERATION, out.qdd_pred),
             (pipeline.TOPIC_BASE_WRENCH, out.base_wrench),
             (pipeline.TOPIC_BASE_ACCELERATION, out.base_acc_pred),
+            (TOPIC_EXTERNAL_TORQUE, tau_ext),
         ):
             if values is not None:
                 rows = np.flatnonzero(np.isfinite(values).all(axis=1))

@@ -1,4 +1,5 @@
-"""PNG plots of measured vs computed torque, the residual, and the accelerations.
+"""PNG plots of measured vs computed torque, the residual, the accelerations, and the external
+torque (momentum observer) with the collision events.
 
 `PlotRecorder` keeps a thinned copy of the series in bounded memory: it keeps every
 `stride`-th sample and doubles the stride (dropping every other kept sample) whenever
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
     from numpy.typing import NDArray
 
-SERIES = ("effort", "tau_ff", "tau_g", "qdd_pred", "qdd_est")
+SERIES = ("effort", "tau_ff", "tau_g", "qdd_pred", "qdd_est", "tau_ext")
 CONTACT_SERIES = ("tau_fit", "tau_free")   # per joint, with contacts
 PER_CONTACT = ("normal", "normal_fit", "active")
 
@@ -48,10 +49,12 @@ class PlotRecorder:
             name: np.zeros((0, k if name in PER_CONTACT else n)) for name in self.series}
 
     def add_block(self, stamps_ns: NDArray[np.int64], effort: NDArray[np.float64], out: Any,
-                  qdd_est: NDArray[np.float64], fit: Any) -> None:
-        """A block's pipeline.DynamicsOutputs and, with contacts, its run.ContactFit."""
+                  qdd_est: NDArray[np.float64], fit: Any, tau_ext: NDArray[np.float64]) -> None:
+        """A block's pipeline.DynamicsOutputs, with contacts its run.ContactFit, and the
+        observer's external torques."""
         qdd_pred = out.qdd_pred if out.qdd_pred is not None else np.full_like(qdd_est, np.nan)
-        series = dict(effort=effort, tau_ff=out.tau_ff, tau_g=out.tau_g, qdd_pred=qdd_pred, qdd_est=qdd_est)
+        series = dict(effort=effort, tau_ff=out.tau_ff, tau_g=out.tau_g, qdd_pred=qdd_pred, qdd_est=qdd_est,
+                      tau_ext=tau_ext)
         if fit is not None:
             series |= dict(tau_fit=fit.tau, tau_free=out.tau_free, normal=fit.normal,
                            normal_fit=fit.normal_fit, active=out.contact_active.astype(np.float64))
@@ -69,17 +72,25 @@ class PlotRecorder:
             self.t = self.t[::2]
             self.data = {k: v[::2] for k, v in self.data.items()}
 
-    def save(self, out_dir: Path) -> list[Path]:
-        """Writes torques.png, torque_residuals.png and accelerations.png."""
+    def save(self, out_dir: Path, collisions: list[dict[str, Any]], threshold: NDArray[np.float64]) -> list[Path]:
+        """Writes torques.png, torque_residuals.png, accelerations.png (and contact_forces.png)
+        and external_torque.png: the observer's estimate, +-threshold dashed, the collisions shaded."""
         if not len(self.t):
             return []
         import matplotlib
 
         matplotlib.use("Agg")  # files only; never needs a display
-        t = self.t - (self.t[0] if self.t0 is None else self.t0)
+        t0 = self.t[0] if self.t0 is None else self.t0
+        t = self.t - t0
+        spans = [(e["start_ns"] * 1e-9 - t0, t[-1] if e["end_ns"] is None else e["end_ns"] * 1e-9 - t0)
+                 for e in collisions]
+        figures = self._contact_figures(out_dir, t) if self.contact_links else self._figures(out_dir, t)
+        return figures + [self._figure(out_dir / "external_torque.png", "External torque (momentum observer), "
+                                       "collisions shaded", t, [("estimate", self.data["tau_ext"])], 0, threshold, spans)]
+
+    def _figures(self, out_dir: Path, t: NDArray[np.float64]) -> list[Path]:
+        """Torques against RNEA, their residuals, accelerations."""
         d, effort = self.data, self.effort_label
-        if self.contact_links:
-            return self._contact_figures(out_dir, t)
         torques = [(effort, d["effort"]), ("RNEA (feedforward)", d["tau_ff"])]
         if self.gravity:
             torques.append(("gravity", d["tau_g"]))
@@ -134,8 +145,10 @@ class PlotRecorder:
         return path
 
     def _figure(self, path: Path, title: str, t: NDArray[np.float64],
-                curves: list[tuple[str, NDArray[np.float64]]], unit: int) -> Path:
-        """One panel per joint; `unit` picks the torque (0) or acceleration (1) units of UNITS."""
+                curves: list[tuple[str, NDArray[np.float64]]], unit: int,
+                threshold: NDArray[np.float64] | None = None, spans: list[tuple[float, float]] | None = None) -> Path:
+        """One panel per joint; `unit` picks the torque (0) or acceleration (1) units of UNITS;
+        `threshold` (n,) is drawn dashed at +-threshold, `spans` (start, end) [s] shaded."""
         import matplotlib.pyplot as plt
 
         from .summary import UNITS
@@ -145,6 +158,11 @@ class PlotRecorder:
         for j, ax in enumerate(axes[:, 0]):
             for label, values in curves:
                 ax.plot(t, values[:, j], label=label, linewidth=0.9)
+            if threshold is not None:
+                for sign in (1, -1):
+                    ax.axhline(sign * threshold[j], color="red", linestyle="--", linewidth=0.7)
+            for start, end in spans or []:
+                ax.axvspan(start, end, color="red", alpha=0.2)
             ax.set_ylabel(f"{self.joint_names[j]}\n[{UNITS[self.kinds[j]][unit]}]", fontsize=7)
             ax.grid(True, alpha=0.3)
         # Curves that start late (commands, predictions) must not move their panel's time axis.

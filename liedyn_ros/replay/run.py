@@ -8,6 +8,7 @@ Data flow, one block of `chunk_size` joint samples at a time::
     StreamingDifferentiator    Savitzky-Golay acceleration estimate (accel)
     pipeline.compute_outputs   RNEA, gravity, ABA, batched (compute_contact_outputs with
                                contacts, plus the contact forces closest to the measurements)
+    ExternalTorque.add         momentum observer and collision events (external)
     OutputWriter.write         /liedyn/... mcap bag (outputs, mcapblock) and CSV (csvfmt)
     ResidualSummary, PlotRecorder
 """
@@ -32,6 +33,7 @@ from .accel import SavgolSettings, StreamingDifferentiator
 from .bagio import BagSet
 from . import outdir
 from .errors import ReplayError
+from .external import ExternalTorque, ObserverSettings
 from .identify import Identifier, parse_targets
 from .outputs import OutputWriter
 from .plots import PlotRecorder
@@ -61,6 +63,7 @@ class ReplayOptions:
     effort_topic: str | None = None
     effort_joints: tuple[str, ...] = ()
     savgol: SavgolSettings = field(default_factory=SavgolSettings)
+    observer: ObserverSettings = field(default_factory=ObserverSettings)
     identify: tuple[tuple[str, ...], ...] = ()  # --identify arguments, e.g. (("payload", "tool0"),)
     chunk_size: int = 4096
     progress: bool = True
@@ -181,6 +184,15 @@ def _dynamics(urdf_model: Any, params: dict[str, Any], options: ReplayOptions) -
         raise ReplayError(f"--params {options.params}: {err}") from err
 
 
+def _friction(urdf_model: Any, params: dict[str, Any], options: ReplayOptions) -> core.Friction | None:
+    """The joint friction of --params, compensated or not: the observer takes it off the measured
+    torque either way (else friction would read as external torque). None when all zero."""
+    friction = _dynamics(urdf_model, params | {"friction_compensation": True}, options).friction
+    if friction is None or not np.any([friction.coulomb, friction.viscous, friction.offset]):
+        return None
+    return friction
+
+
 def _identifier(urdf_model: Any, params: dict[str, Any], options: ReplayOptions, samples: int) -> Identifier | None:
     """The fit of --identify on the node's model. An identified payload replaces the one of --params;
     a payload of --params that stays is left out of the identified inertial_parameters again (the
@@ -230,12 +242,14 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         recorder = PlotRecorder(names, kinds, effort_label="commanded" if topics.effort else "measured",
                                 gravity=bool(np.any(model.gravity)), contact_links=links)
         identifier = _identifier(urdf_model, params, options, bags.message_count([topics.joint_states]))
+        external = ExternalTorque(model, options.observer, _friction(urdf_model, params, options))
         with OutputWriter(options.out, model, config) as writer:
             dynamics = BlockDynamics(model, config, contacts, options, predict, dyn.friction)
-            skipped_rows = _stream(stream, options, dynamics, writer, summary, recorder, identifier)
+            skipped_rows = _stream(stream, options, dynamics, writer, summary, recorder, external, identifier)
+        summary.collisions = external.collisions()
         problems = bags.problems() + diagnose.effort_warnings(summary, bags, topics, model)
         skipped_types = bags.undecodable()
-    files = [str(p) for p in recorder.save(options.out)] if options.plots else []
+    files = [str(p) for p in recorder.save(options.out, summary.collisions, external.threshold)] if options.plots else []
     identification = None
     if identifier is not None:
         identification, ident_files = identifier.finish(options.out, options.plots)
@@ -295,7 +309,8 @@ def _prepare_kernels(model: Any, options: ReplayOptions) -> bool:
 
 
 def _stream(stream: SampleStream, options: ReplayOptions, dynamics: BlockDynamics, writer: OutputWriter,
-            summary: ResidualSummary, recorder: PlotRecorder, identifier: Identifier | None = None) -> dict[str, int]:
+            summary: ResidualSummary, recorder: PlotRecorder, external: ExternalTorque,
+            identifier: Identifier | None = None) -> dict[str, int]:
     """Runs every block through the dynamics; returns the rows left out, by reason: no
     acceleration estimate, outside the --start/--end window (which still feeds the derivative)."""
     differentiator = StreamingDifferentiator(options.savgol)
@@ -320,9 +335,10 @@ def _stream(stream: SampleStream, options: ReplayOptions, dynamics: BlockDynamic
         if len(block):
             result = dynamics.run(block, accel)
             n = dynamics.model.n
-            writer.write(block, result.outputs, accel, result.fit)
-            summary.add_block(block.effort, result.outputs, accel[:, -n:], result.fit)
-            recorder.add_block(block.stamp_ns, block.effort, result.outputs, accel[:, -n:], result.fit)
+            tau_ext = external.add(block)
+            writer.write(block, result.outputs, accel, result.fit, tau_ext)
+            summary.add_block(block.effort, result.outputs, accel[:, -n:], result.fit, tau_ext)
+            recorder.add_block(block.stamp_ns, block.effort, result.outputs, accel[:, -n:], result.fit, tau_ext)
             if identifier is not None:
                 identifier.add(block, accel)
 

@@ -4,6 +4,8 @@ torque residual = measured effort - inverse-dynamics torque (RNEA at the estimat
 acceleration): what the model does not explain (friction, payload, model errors, contacts).
 acceleration residual = predicted acceleration (ABA with the measured effort) - estimated
 acceleration (derivative of the recorded velocities).
+external torque = the momentum observer's estimate (external.py), and the collision events
+found in it.
 
 Units follow each joint: N m and rad/s^2 for a revolute (or continuous) joint, N and m/s^2 for
 a prismatic one, in the printed table and in the keys of summary.json.
@@ -82,10 +84,12 @@ class ResidualSummary:
     kinds: tuple[str, ...] = ()
     torque: Running = field(init=False)
     acceleration: Running = field(init=False)
+    external: Running = field(init=False)
     effort_count: NDArray[np.int64] = field(init=False)
     effort_low: NDArray[np.float64] = field(init=False)
     effort_high: NDArray[np.float64] = field(init=False)
     samples: int = 0
+    collisions: list[dict[str, Any]] = field(default_factory=list)
     # With contacts: residuals against the torque closest to the effort and the unconstrained
     # one, the effort itself (for relative figures); per contact the samples in contact and
     # the violations; the samples no contact force realises.
@@ -104,6 +108,7 @@ class ResidualSummary:
         self.kinds = self.kinds or ("revolute",) * n
         self.torque = Running(n)
         self.acceleration = Running(n)
+        self.external = Running(n)
         self.effort_count = np.zeros(n, dtype=np.int64)
         self.effort_low, self.effort_high = np.full(n, np.inf), np.full(n, -np.inf)
 
@@ -120,9 +125,12 @@ class ResidualSummary:
         self.effort_high = np.maximum(self.effort_high, np.where(ok, effort, -np.inf).max(axis=0, initial=-np.inf))
         self.effort.add(effort)
 
-    def add_block(self, effort: NDArray[np.float64], out: Any, qdd_est: NDArray[np.float64], fit: Any) -> None:
-        """A block's outputs (pipeline.DynamicsOutputs) and, with contacts, its run.ContactFit."""
+    def add_block(self, effort: NDArray[np.float64], out: Any, qdd_est: NDArray[np.float64], fit: Any,
+                  tau_ext: NDArray[np.float64]) -> None:
+        """A block's outputs (pipeline.DynamicsOutputs), with contacts its run.ContactFit, and
+        the observer's external torques."""
         self.add(effort, out.tau_ff, out.qdd_pred, qdd_est)
+        self.external.add(tau_ext)
         if fit is None:
             return
         self.torque_fit.add(effort - fit.tau)
@@ -140,6 +148,7 @@ class ResidualSummary:
                 "type": kind,
                 f"torque_residual_{KEY_UNITS[torque]}": self.torque.stats(j),
                 f"acceleration_residual_{KEY_UNITS[acc]}": self.acceleration.stats(j),
+                f"external_torque_{KEY_UNITS[torque]}": self.external.stats(j),
             }
             if self.contact_links:
                 joints[name] |= {
@@ -147,7 +156,7 @@ class ResidualSummary:
                     f"unconstrained_torque_residual_{KEY_UNITS[torque]}": self.torque_free.stats(j),
                     f"effort_{KEY_UNITS[torque]}": self.effort.stats(j),
                 }
-        out: dict[str, Any] = {"samples": self.samples, "joints": joints}
+        out: dict[str, Any] = {"samples": self.samples, "joints": joints, "collisions": self.collisions}
         if self.contact_links:
             out["contacts"] = {
                 "links": {link: {key: int(v[i]) for key, v in self.contact_counts.items()}
@@ -168,21 +177,25 @@ def format_table(summary: dict[str, Any]) -> str:
     width = max([16] + [len(name) for name in summary["joints"]])
     head = (
         f"{'joint':<{width}} {'units':>12} {'n':>7} | {'tau res RMS':>11} {'mean':>9} {'max|.|':>9} "
-        f"| {'qdd res RMS':>11} {'mean':>9} {'max|.|':>9}"
+        f"| {'qdd res RMS':>11} {'mean':>9} {'max|.|':>9} | {'RMS':>9} {'max|.|':>9}"
     )
     lines = [
-        f"{'':<{width + 21}} | effort - ID torque              | predicted - estimated qdd",
+        f"{'':<{width + 21}} | effort - ID torque              | predicted - estimated qdd        "
+        "| external (observer)",
         head,
         "-" * len(head),
     ]
     for name, row in summary["joints"].items():
         t = next(v for k, v in row.items() if k.startswith("torque_residual_"))
         a = next(v for k, v in row.items() if k.startswith("acceleration_residual_"))
+        e = next((v for k, v in row.items() if k.startswith("external_torque_")), {"rms": None, "max_abs": None})
         units = ", ".join(UNITS[row.get("type", "revolute")])
         lines.append(
             f"{name:<{width}} {units:>12} {t['count']:>7} | {_num(t['rms'], 11)} {_num(t['mean'], 9)} "
-            f"{_num(t['max_abs'], 9)} | {_num(a['rms'], 11)} {_num(a['mean'], 9)} {_num(a['max_abs'], 9)}"
+            f"{_num(t['max_abs'], 9)} | {_num(a['rms'], 11)} {_num(a['mean'], 9)} {_num(a['max_abs'], 9)} "
+            f"| {_num(e['rms'], 9)} {_num(e['max_abs'], 9)}"
         )
+    lines += format_collisions(summary.get("collisions", []))
     if "contacts" in summary:
         lines += ["", f"{'':<{width}} | RMS of effort - contact-consistent torque",
                   f"{'joint':<{width}} | {'configured':>11} {'closest':>11} {'unconstr.':>11} {'effort RMS':>11}"]
@@ -195,6 +208,19 @@ def format_table(summary: dict[str, Any]) -> str:
             f"{link} in contact {v['active']}, pulling {v['pulling']}, outside the cone {v['slipping']}"
             for link, v in c["links"].items()) + f"; unbalanced samples {c['unbalanced_samples']}")
     return "\n".join(lines)
+
+
+def format_collisions(events: list[dict[str, Any]]) -> list[str]:
+    """One line per collision event: start and end stamps [s], length, peak joint and torque."""
+    if not events:
+        return ["collisions: none (no external torque above its threshold)"]
+    lines = [f"collisions: {len(events)}",
+             f"{'start [s]':>20} {'end [s]':>20} {'length [s]':>10}  {'peak joint':<16} {'peak':>9}"]
+    for e in events:
+        end = "(open)" if e["end_ns"] is None else f"{e['end_ns'] * 1e-9:.3f}"
+        length = "-" if e["end_ns"] is None else f"{(e['end_ns'] - e['start_ns']) * 1e-9:.3f}"
+        lines.append(f"{e['start_ns'] * 1e-9:>20.3f} {end:>20} {length:>10}  {e['joint']:<16} {e['peak']:>9.4g}")
+    return lines
 
 
 def _num(x: float | None, width: int) -> str:

@@ -1,0 +1,90 @@
+"""External torques and collision events over the replay's blocks (core.MomentumObserver).
+
+The observer integrates the measured torque, so it runs on the samples that have one: a sample
+without a measured effort breaks the integral and the observer starts over at the next one
+(as after a gap longer than `max_gap`). Its joint part is the /liedyn/external_torque output;
+the events come from `core.collision_events` on that joint part, carried across blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from liedyn_ros import core
+
+from .errors import ReplayError
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from .samples import SampleBlock
+
+
+@dataclass(frozen=True)
+class ObserverSettings:
+    """--observer-gain [1/s], --collision-threshold [N m or N] (one, or one per joint),
+    --collision-release (fraction of the threshold that ends an event), --observer-max-gap [s]."""
+
+    gain: float = 50.0
+    threshold: tuple[float, ...] = (10.0,)
+    release: float = 0.5
+    max_gap: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not self.gain > 0:
+            raise ReplayError(f"--observer-gain must be positive, got {self.gain}")
+        if not self.threshold or not all(x > 0 for x in self.threshold):
+            raise ReplayError(f"--collision-threshold must be positive, got {self.threshold}")
+        if not 0 < self.release <= 1:
+            raise ReplayError(f"--collision-release must be in (0, 1], got {self.release}")
+        if not self.max_gap > 0:
+            raise ReplayError(f"--observer-max-gap must be positive, got {self.max_gap}")
+
+
+class ExternalTorque:
+    """Feeds each block to the observer and the event detector; keeps the events. `friction`:
+    the joint friction of --params, taken off the measured torque."""
+
+    def __init__(self, model: Any, settings: ObserverSettings, friction: core.Friction | None = None) -> None:
+        if len(settings.threshold) not in (1, model.n):
+            raise ReplayError(f"--collision-threshold takes one value or {model.n} (one per joint), "
+                              f"got {len(settings.threshold)}")
+        self.model = model
+        self.settings = settings
+        self.threshold = np.broadcast_to(np.asarray(settings.threshold, dtype=float), (model.n,))
+        self.observer = core.MomentumObserver(model, settings.gain, max_gap=settings.max_gap, friction=friction)
+        self.events: list[core.Collision] = []
+        self.ongoing: core.Collision | None = None
+        self._continuing = False  # the last sample seen had an effort: the next block goes on from it
+
+    def add(self, block: SampleBlock) -> NDArray[np.float64]:
+        """The joint part of the estimate (N, n), NaN on the samples without a measured effort."""
+        n, nv = self.model.n, self.model.nv
+        out = np.full((len(block), n), np.nan)
+        measured = np.isfinite(block.effort).all(axis=1)
+        # runs of consecutive samples with an effort: [a, b)
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], measured.astype(np.int8), [0]])))
+        for a, b in zip(edges[::2], edges[1::2]):
+            if a > 0 or not self._continuing:
+                self.observer.reset()
+            rows = slice(a, b)
+            tau = np.zeros((b - a, nv))
+            tau[:, nv - n:] = block.effort[rows]  # a floating base has no actuator: zero base wrench
+            pose = None if block.base_pose is None else block.base_pose[rows]
+            r = self.observer.series(block.stamp_ns[rows] * 1e-9, block.q[rows], block.v[rows], tau, base_pose=pose)
+            out[rows] = r[:, nv - n:]
+            done, self.ongoing = core.collision_events(block.stamp_ns[rows], out[rows], self.threshold,
+                                                      release=self.settings.release, ongoing=self.ongoing)
+            self.events += done
+        if len(block):
+            self._continuing = bool(measured[-1])
+        return out
+
+    def collisions(self) -> list[dict[str, Any]]:
+        """The events as summary.json lists them; one still open at the end has end_ns null."""
+        events = self.events + ([self.ongoing] if self.ongoing is not None else [])
+        return [{"start_ns": e.start_ns, "end_ns": e.end_ns, "joint": self.model.joint_names[e.joint],
+                 "peak": e.peak} for e in events]
