@@ -48,7 +48,8 @@ def one_line_error(err: str) -> str:
 def test_reused_out_keeps_nothing_of_an_earlier_run(tmp_path, bag):
     out = tmp_path / "out"
     first = replay([bag], ReplayOptions(out=out, urdf=ur5_urdf(), progress=False))
-    assert {Path(f).name for f in first.files} == {"torques.png", "torque_residuals.png", "accelerations.png"}
+    assert {Path(f).name for f in first.files} == {"torques.png", "torque_residuals.png", "accelerations.png",
+                                                   "external_torque.png"}
     second = replay([bag], ReplayOptions(out=out, urdf=ur5_urdf(), progress=False, plots=False))
     assert second.files == [] and not list(out.glob("*.png"))  # no stale plots of the first run
     assert json.loads((out / "summary.json").read_text())["files"] == []
