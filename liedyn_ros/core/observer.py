@@ -27,6 +27,7 @@ import numpy as np
 from .checks import check_vector
 from .dynamics import coriolis_matrix, gravity, mass_matrix
 from .fast.spatial import jit
+from .identification import Friction, friction_torque
 from .model import Model
 
 __all__ = ["MomentumObserver"]
@@ -38,10 +39,13 @@ class MomentumObserver:
     gain: K, positive, one value for all coordinates or one per coordinate (nv,) [1/s].
     max_gap [s]: a sample later than this after the previous one starts over (r = 0 there), as
     after `reset`: the integral cannot bridge a stretch without samples. None: never.
+    friction: the joints' friction model (`Friction`, issue 13); its torque at the measured joint
+    velocities, the part of the motor torque friction takes, is taken off tau. A payload enters
+    through the model (`with_payload`).
     `update` takes the samples in time order; `reset` starts over (say, on a model change).
     """
 
-    def __init__(self, model: Model, gain, *, max_gap: float | None = None) -> None:
+    def __init__(self, model: Model, gain, *, max_gap: float | None = None, friction: Friction | None = None) -> None:
         K = np.asarray(gain, dtype=float)
         if K.ndim > 1 or (K.ndim == 1 and K.shape != (model.nv,)):
             raise ValueError(f"gain: expected one value or one per coordinate ({model.nv},), got shape {K.shape}")
@@ -52,6 +56,9 @@ class MomentumObserver:
         self.model = model
         self.gain = np.broadcast_to(K, (model.nv,)).copy()
         self.max_gap = np.inf if max_gap is None else float(max_gap)
+        if friction is not None and friction.coulomb.shape != (model.n,):
+            raise ValueError(f"friction: expected parameters for the {model.n} joints, got {friction.coulomb.shape[0]}")
+        self.friction = friction
         self.reset()
 
     def reset(self) -> None:
@@ -59,14 +66,9 @@ class MomentumObserver:
         self.t: np.ndarray | None = None
         self._p = self._beta = self.residual = None
 
-    def update(self, t, q, v, tau, *, base_pose=None, tau_friction=None) -> np.ndarray:
-        """r at time t [s] (scalar, or one per robot) from q, v, the applied tau, shape (..., nv).
-
-        tau_friction (..., n): the joints' friction torque in model joint order, the part of the
-        motor torque that friction takes (tau = M vdot + C v + g + tau_friction - tau_ext); it is
-        taken off tau when given (identified friction, issue 13).
-        """
-        p, beta = self._momentum_terms(q, v, tau, base_pose, tau_friction)
+    def update(self, t, q, v, tau, *, base_pose=None) -> np.ndarray:
+        """r at time t [s] (scalar, or one per robot) from q, v, the applied tau, shape (..., nv)."""
+        p, beta = self._momentum_terms(q, v, tau, base_pose)
         t = _check_time(t)
         if self.t is None:
             r = np.zeros(p.shape)
@@ -83,13 +85,13 @@ class MomentumObserver:
         self.t, self._p, self._beta, self.residual = t, p, beta, r
         return r
 
-    def series(self, t, q, v, tau, *, base_pose=None, tau_friction=None) -> np.ndarray:
+    def series(self, t, q, v, tau, *, base_pose=None) -> np.ndarray:
         """r at N consecutive samples of one robot, t (N,), q (N, n), ..., continuing the updates.
 
         The same as N calls of `update`, with the dynamics computed as one batch (the replay).
         """
         t = _check_time(t).reshape(-1)
-        p, beta = self._momentum_terms(q, v, tau, base_pose, tau_friction)
+        p, beta = self._momentum_terms(q, v, tau, base_pose)
         if p.shape != (len(t), self.model.nv):
             raise ValueError(f"q: expected {len(t)} samples of one robot (one per t), got batch shape {p.shape[:-1]}")
         if self.t is not None and np.shape(self.t) != ():
@@ -119,16 +121,16 @@ class MomentumObserver:
         self.t, self._p, self._beta, self.residual = t[-1], p[-1], beta[-1], r[-1].copy()
         return r
 
-    def _momentum_terms(self, q, v, tau, base_pose, tau_friction) -> tuple[np.ndarray, np.ndarray]:
-        """p = M v and beta = tau - tau_friction + C^T v - g, each (..., nv)."""
+    def _momentum_terms(self, q, v, tau, base_pose) -> tuple[np.ndarray, np.ndarray]:
+        """p = M v and beta = tau - tau_f(qd) + C^T v - g, each (..., nv)."""
         model = self.model
         tau = check_vector("tau", tau, model.nv)
         v = np.asarray(v, dtype=float)  # checked by coriolis_matrix
         M = mass_matrix(model, q, base_pose=base_pose)
         C = coriolis_matrix(model, q, v, base_pose=base_pose)
         g = gravity(model, q, base_pose=base_pose)
-        if tau_friction is not None:
-            f = check_vector("tau_friction", tau_friction, model.n)
+        if self.friction is not None:
+            f = friction_torque(self.friction, v[..., model.nv - model.n:])
             tau = tau - np.concatenate([np.zeros(f.shape[:-1] + (model.nv - model.n,)), f], -1)
         if v.ndim == 1:  # one robot: plain products are several times quicker than einsum
             return M @ v, tau + v @ C - g
