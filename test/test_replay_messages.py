@@ -309,7 +309,8 @@ class Figures:
             self.seen[Path(path).name] = {
                 "ylabels": [ax.get_ylabel() for ax in axes],
                 "xlims": [tuple(ax.get_xlim()) for ax in axes],
-                "curves": [[line.get_label() for line in ax.get_lines()] for ax in axes],
+                "curves": [[line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")]
+                           for ax in axes],  # "_..." labels: lines kept out of legends (thresholds)
                 "legend": [text.get_text() for legend in fig.legends for text in legend.get_texts()],
                 "title": fig._suptitle.get_text() if fig._suptitle else "",
             }
@@ -329,13 +330,14 @@ def test_prismatic_joint_units_in_summary_table_and_plots(tmp_path, monkeypatch)
     figures = Figures(monkeypatch)
     report = replay([bag], ReplayOptions(out=tmp_path / "o", urdf=urdf, progress=False))
     joints = json.loads((tmp_path / "o" / "summary.json").read_text())["joints"]
-    assert set(joints["turn"]) == {"type", "torque_residual_Nm", "acceleration_residual_rad_s2"}
-    assert set(joints["slide"]) == {"type", "torque_residual_N", "acceleration_residual_m_s2"}
+    assert set(joints["turn"]) == {"type", "torque_residual_Nm", "acceleration_residual_rad_s2", "external_torque_Nm"}
+    assert set(joints["slide"]) == {"type", "torque_residual_N", "acceleration_residual_m_s2", "external_torque_N"}
     assert joints["slide"]["type"] == "prismatic" and joints["slide"]["torque_residual_N"]["count"] == 100
     rows = {line.split()[0]: line for line in report.table.splitlines()}
     assert "N m, rad/s^2" in rows["turn"] and " N, m/s^2 " in rows["slide"]
     assert figures.seen["torques.png"]["ylabels"] == ["turn\n[N m]", "slide\n[N]"]
     assert figures.seen["accelerations.png"]["ylabels"] == ["turn\n[rad/s^2]", "slide\n[m/s^2]"]
+    assert figures.seen["external_torque.png"]["ylabels"] == ["turn\n[N m]", "slide\n[N]"]
 
 
 # --------------------------------------------------------------- 10. plots of real bags
@@ -348,7 +350,7 @@ def test_plots_share_the_time_axis_name_commands_and_drop_zero_gravity(tmp_path,
     figures = Figures(monkeypatch)
     replay([bag], ReplayOptions(out=tmp_path / "o", urdf=ur5_urdf(), progress=False, effort_topic="/cmd",
                                 gravity=(0.0, 0.0, 0.0)))
-    assert set(figures.seen) == {"torques.png", "torque_residuals.png", "accelerations.png"}
+    assert set(figures.seen) == {"torques.png", "torque_residuals.png", "accelerations.png", "external_torque.png"}
     end = (len(q) - 1) / RATE
     for fig in figures.seen.values():  # the residual exists from 0.5 s only, its axis still starts at 0
         assert all(lim == pytest.approx((0.0, end)) for lim in fig["xlims"])
