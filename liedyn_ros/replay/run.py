@@ -328,7 +328,8 @@ def _stream(stream: SampleStream, options: ReplayOptions, dynamics: BlockDynamic
 
     def process(block: SampleBlock, accel: NDArray[np.float64]) -> None:
         # an isolated sample between gaps has no derivative
-        block, accel = leave_out(block, accel, np.isfinite(accel).all(axis=1), "no_acceleration_estimate")
+        finite = np.asarray(np.isfinite(accel).all(axis=1), dtype=np.bool_)
+        block, accel = leave_out(block, accel, finite, "no_acceleration_estimate")
         assert recorder.t0 is not None
         t = block.stamp_ns * 1e-9 - recorder.t0
         block, accel = leave_out(block, accel, (t >= window[0]) & (t <= window[1]), "outside_window")
