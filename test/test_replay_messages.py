@@ -386,3 +386,19 @@ def test_time_window(tmp_path, model, monkeypatch, capsys):
     assert figures.seen["torques.png"]["xlims"][0] == pytest.approx((0.25, 0.5))
     code, _, err = run_cli(capsys, bag, "--out", tmp_path / "bad", "--urdf", ur5_urdf(), "--start", "2", "--end", "1")
     assert code == 2 and "--start 2.0 s is not before --end 1.0 s" in one_line_error(err)
+
+
+def test_a_bag_given_twice_or_with_its_copy(tmp_path, model, capsys):
+    q, qd, effort = ur5_motion(model)
+    a = write_states(tmp_path / "run", model.joint_names, q, qd, effort)
+    code, _, err = run_cli(capsys, a, tmp_path / "." / "run", "--out", tmp_path / "o", "--urdf", ur5_urdf())
+    assert code == 2 and "is given twice" in one_line_error(err)
+    import shutil
+
+    copy = Path(shutil.copytree(a, tmp_path / "run_copy"))
+    report = replay([a, copy], ReplayOptions(out=tmp_path / "o", urdf=ur5_urdf(), progress=False, plots=False))
+    assert report.skipped == {"non_increasing_stamp": len(q)} and report.processed == len(q)
+    assert report.problems == [f"{len(q)} of {2 * len(q)} joint states were dropped because their stamps did not "
+                               "increase: bags that hold the same samples (a copy given with its original) or "
+                               "recordings whose clocks restart; give each recording once, and separate "
+                               "recordings with --jobs N"]

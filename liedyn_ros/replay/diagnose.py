@@ -7,7 +7,8 @@ ReplayError saying what to do instead.
 
 After: measured efforts that are all zero or constant (Gazebo fills JointState.effort with
 zeros), or absent. The residual then is minus the RNEA torque, not a residual; the warning
-names the bag's Float64MultiArray topics that look like effort commands.
+names the bag's Float64MultiArray topics that look like effort commands. And many joint
+states dropped for stamps that did not increase (a copy of a bag given with it, a clock reset).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ ODOMETRY = "nav_msgs/msg/Odometry"
 EFFORT_ARRAY = "std_msgs/msg/Float64MultiArray"
 # Parts of one recording (rosbag2 splits, a restarted recorder) follow each other closely.
 SEPARATE_RECORDINGS_GAP_NS = 1_000_000_000
+# A few repeated stamps happen (a driver's hiccup); more than this share means a mistake.
+NON_INCREASING_SHARE = 0.01
 
 
 def check_topic_types(bags: BagSet, topics: Topics) -> None:
@@ -71,6 +74,12 @@ def check_one_recording(bags: BagSet) -> None:
     """ReplayError when the bags do not overlap in time nor follow each other closely: merged by
     receive time, the later recording's stamps (restarting from a simulation's zero, say) fall
     behind the earlier one's and its samples are dropped."""
+    seen: dict[object, str] = {}
+    for bag in bags.bags:
+        key = bag.path.resolve()
+        if key in seen:
+            raise ReplayError(f"{bag.path} is given twice (as {seen[key]} too): give each bag once")
+        seen[key] = str(bag.path)
     spans = sorted((start, end, str(bag.path)) for bag in bags.bags
                    for start, end in [_span(bag.reader)] if end > 0)
     for (s0, e0, a), (s1, e1, b) in zip(spans, spans[1:]):
@@ -90,6 +99,16 @@ def _span(reader: Any) -> tuple[int, int]:
 
 def _clock(ns: int) -> str:
     return datetime.datetime.fromtimestamp(ns * 1e-9, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def stamp_warnings(skipped: dict[str, int], received: int) -> list[str]:
+    """A warning when many joint states were dropped because their stamps did not increase."""
+    dropped = skipped.get("non_increasing_stamp", 0)
+    if received == 0 or dropped <= NON_INCREASING_SHARE * received:
+        return []
+    return [f"{dropped} of {received} joint states were dropped because their stamps did not increase: "
+            "bags that hold the same samples (a copy given with its original) or recordings whose clocks "
+            "restart; give each recording once, and separate recordings with --jobs N"]
 
 
 def effort_warnings(summary: ResidualSummary, bags: BagSet, topics: Topics, model: Any) -> list[str]:

@@ -247,7 +247,8 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
             dynamics = BlockDynamics(model, config, contacts, options, predict, dyn.friction)
             skipped_rows = _stream(stream, options, dynamics, writer, summary, recorder, external, identifier)
         summary.collisions = external.collisions()
-        problems = bags.problems() + diagnose.effort_warnings(summary, bags, topics, model)
+        problems = (bags.problems() + diagnose.stamp_warnings(stream.skipped, stream.received)
+                    + diagnose.effort_warnings(summary, bags, topics, model))
         skipped_types = bags.undecodable()
     files = [str(p) for p in recorder.save(options.out, summary.collisions, external.threshold)] if options.plots else []
     identification = None
