@@ -51,7 +51,8 @@ def relative_rms(residual: np.ndarray, effort: np.ndarray) -> float:
     return float(np.sqrt(np.mean(residual ** 2)) / np.sqrt(np.mean(effort ** 2)))
 
 
-@pytest.mark.parametrize("name, source", [("solo12", "topic"), ("solo12", "wrench"), ("talos", "topic")])
+@pytest.mark.parametrize("name, source", [("solo12", "topic"), ("solo12", "wrench"), ("solo12", "kinematic"),
+                                          ("talos", "topic")])
 def test_contact_consistent_residual_below_one_percent(tmp_path, recordings, name, source):
     robot, rec = recording(recordings, name)
     bag = contact_sim.write_bag(tmp_path / "bag", rec, flags=source == "topic", wrenches=source == "wrench")
@@ -79,7 +80,10 @@ def test_contact_consistent_residual_below_one_percent(tmp_path, recordings, nam
         assert knee_miss > 0.5, (phase, knee_miss)  # the weight on the feet, missing
     links = json.loads((out / "summary.json").read_text())["contacts"]["links"]
     for i, foot in enumerate(robot.feet):
-        assert links[foot]["active"] == rec.active[:, i].sum()
+        if source == "kinematic":  # a lifting foot counts as down until 2 cm up or 0.1 m/s fast
+            assert 0 <= links[foot]["active"] - rec.active[:, i].sum() < 60
+        else:
+            assert links[foot]["active"] == rec.active[:, i].sum()
         assert report.published[f"contact_wrench/{foot}"] == links[foot]["active"]
     if source == "topic":
         assert (out / "contact_forces.png").is_file()
