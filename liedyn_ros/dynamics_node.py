@@ -164,8 +164,7 @@ class DynamicsNode(Node):
             self._contact_subscriptions.append(self.create_subscription(
                 std_msgs.UInt8MultiArray, "contact_state", self._on_contact_state, qos_profile_sensor_data))
         elif source is ContactSource.WRENCH:
-            topics = config.contact_wrench_topics or tuple(f"contact_sensor/{link}" for link in config.contact_links)
-            for index, topic in enumerate(topics):
+            for index, topic in enumerate(config.wrench_topics()):
                 self._contact_subscriptions.append(self.create_subscription(
                     geometry_msgs.WrenchStamped, topic,
                     functools.partial(self._on_contact_wrench, index), qos_profile_sensor_data))

@@ -131,6 +131,11 @@ class PipelineConfig:
             raise ValueError(f"reference_max_age: {self.reference_max_age} is not finite")
         self._check_contacts()
 
+    def wrench_topics(self) -> tuple[str, ...]:
+        """The foot sensor topic of each contact (relative): ``contact_wrench_topics``, or
+        contact_sensor/<link> when empty."""
+        return self.contact_wrench_topics or tuple(f"contact_sensor/{link}" for link in self.contact_links)
+
     def _check_contacts(self) -> None:
         for name in ("contact_links", "contact_types", "contact_offsets", "contact_wrench_topics"):
             value = getattr(self, name)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -67,13 +67,13 @@ def resolve_contacts(model: Any, config: PipelineConfig) -> Contacts | None:
     body = np.array([model.link_frames[link][0] for link in links], dtype=np.intp)
     T_body_link = np.array([model.link_frames[link][1] for link in links])
     constraints = tuple(core.Contact(link, kind, pose) for link, kind, pose in zip(links, kinds, poses))
-    sizes = [3 if kind == "point" else 6 for kind in kinds]
     g = np.asarray(model.gravity, dtype=np.float64)
     norm = float(np.linalg.norm(g))
     up = -g / norm if norm > 0 else np.array([0.0, 0.0, 1.0])  # no gravity: world z is up
     return Contacts(
         tuple(links), tuple(kinds), offsets, body, T_body_link @ poses, constraints,
-        np.concatenate(([0], np.cumsum(sizes))).astype(np.intp), up, float(config.friction_coefficient),
+        np.asarray(core.constraint_set(model, list(constraints)).rows, dtype=np.intp), up,
+        float(config.friction_coefficient),
     )
 
 
@@ -256,7 +256,3 @@ def joint_torques(tau_full: FloatArray, A: FloatArray, lam: FloatArray, n_base: 
     """tau = tau_j - A_j^T lam, the joint torques that realise the motion with forces lam."""
     return tau_full[..., n_base:] - np.einsum("...mi,...m->...i", A[..., n_base:], lam)
 
-
-def active_topic_names(contacts: Contacts, topics: Sequence[str]) -> tuple[str, ...]:
-    """The wrench sensor topic of each contact: ``contact_wrench_topics`` or contact_sensor/<link>."""
-    return tuple(topics) if topics else tuple(f"contact_sensor/{link}" for link in contacts.links)

@@ -194,8 +194,7 @@ class DynamicsPipeline:
             return None
         reason = self._sensors.update(index, msg)
         if reason is not None:
-            self._skip(reason, f"contact wrench of {self.contacts.links[index]} rejected: non-finite"
-                       if self.contacts else "contact wrench rejected")
+            self._skip(reason, f"contact wrench {index} (contact_links order) rejected: non-finite values")
         return reason
 
     def on_joint_state(self, msg: Any) -> PipelineOutput | None:

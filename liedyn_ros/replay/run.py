@@ -276,8 +276,7 @@ def _topics(bags: BagSet, model: Any, options: ReplayOptions, config: pipeline.P
         state = options.contact_state_topic
     elif contacts is not None and config.contact_source is pipeline.ContactSource.WRENCH:
         # The node's relative topic names, at the root of the bag.
-        names = config.contact_wrench_topics or tuple(f"contact_sensor/{link}" for link in contacts.links)
-        wrenches = tuple(n if n.startswith("/") else "/" + n for n in names)
+        wrenches = tuple(n if n.startswith("/") else "/" + n for n in config.wrench_topics())
     available = bags.topic_types()
     needed = [options.joint_states_topic] + [t for t in (odom, options.effort_topic, state) if t] + list(wrenches)
     missing = [t for t in needed if t not in available]
