@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from liedyn_ros import core
-from liedyn_ros.core.reference.kinematics import joint_transforms
+from liedyn_ros.core.spatial import exp_se3
 from liedyn_ros.pipeline.config import NS_PER_S, FloatArray, PipelineConfig, SkipReason
 from liedyn_ros.pipeline.decode import as_float_array, stamp_to_ns
 
@@ -156,17 +156,17 @@ def pair_contact_state(stamp_ns: int, state: ContactState | None, max_age_s: flo
 
 def contact_frames(model: Any, contacts: Contacts, q: FloatArray, base_pose: FloatArray | None) -> FloatArray:
     """World poses T_world_C of the contact frames, (..., k, 4, 4), by the forward pass
-    T_i = T_lambda(i) f_lambda(i),i (T_root = base_pose, identity for a fixed base)."""
+    T_i = T_lambda(i) f_lambda(i),i with f = M_i exp([S_i] q_i) (T_root = base_pose, identity
+    for a fixed base)."""
     lead = np.shape(q)[:-1]
     qb = np.reshape(q, (-1, model.n))
-    B = qb.shape[0]
-    f, _ = joint_transforms(model, qb)
+    f = model.M @ exp_se3(model.S * model.body_q(qb)[..., None])  # (B, nb, 4, 4)
     T0 = np.eye(4) if base_pose is None else np.reshape(base_pose, (-1, 4, 4))
-    T0 = np.broadcast_to(T0, (B, 4, 4))
-    T = np.empty((B, model.nb, 4, 4))
+    T0 = np.broadcast_to(T0, (qb.shape[0], 4, 4))
+    T: list[FloatArray] = []
     for i, p in enumerate(model.parent):
-        T[:, i] = (T0 if p < 0 else T[:, p]) @ f[:, i]
-    T_body = np.where((contacts.body < 0)[None, :, None, None], T0[:, None], T[:, contacts.body])
+        T.append((T0 if p < 0 else T[p]) @ f[:, i])
+    T_body = np.stack([T0 if b < 0 else T[b] for b in contacts.body.tolist()], axis=1)
     return np.reshape(T_body @ contacts.T_body_contact, lead + (contacts.k, 4, 4))
 
 
