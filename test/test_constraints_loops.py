@@ -144,16 +144,18 @@ def test_loop_holds_along_a_simulated_trajectory(name: str) -> None:
     def accel(q, v, _):
         return core.constrained_aba(model, q, v, np.zeros(model.n), constraints, baumgarte=(400.0, 40.0), tol=1e-4)[0]
 
-    energy, worst, residual = [], 0.0, 0.0
-    for _ in range(60):
+    energy, worst, residual = [kinetic_energy(model, q, v) + potential_energy(model, q)], 0.0, 0.0
+    for step in range(60):
         q, v, _ = rk4_step(model, q, v, None, 2e-3, accel)
         a, _ = core.constrained_aba(model, q, v, np.zeros(model.n), constraints, tol=1e-7)
         A = core.constraint_jacobian(model, q, constraints)
-        gap = (link_pose(model, closure.link_a, q) @ closure.offset_a - link_pose(model, closure.link_b, q)
-               @ closure.offset_b)[:3, 3]
         residual = max(residual, np.abs(A @ a + core.constraint_bias(model, q, v, constraints)).max())
-        worst = max(worst, np.abs(A @ v).max(), np.abs(gap).max())
-        energy.append(kinetic_energy(model, q, v) + potential_energy(model, q))
+        worst = max(worst, np.abs(A @ v).max())
+        if step % 10 == 9:  # poses and energies by scipy's expm and differences: every tenth step
+            gap = (link_pose(model, closure.link_a, q) @ closure.offset_a - link_pose(model, closure.link_b, q)
+                   @ closure.offset_b)[:3, 3]
+            worst = max(worst, np.abs(gap).max())
+            energy.append(kinetic_energy(model, q, v) + potential_energy(model, q))
     assert residual < 1e-10, residual
     assert worst < 1e-7, worst
     assert np.ptp(energy) < 1e-7 * max(1.0, np.abs(energy).max()), np.ptp(energy)

@@ -163,9 +163,10 @@ def test_min_torque_matches_kkt_from_pinocchio(name: str) -> None:
     sol = np.linalg.lstsq(kkt, np.concatenate([Aa @ (w * tau_r[6:]), tau_r[:6]]), rcond=None)[0]
     lam_want = sol[:mm]
     tau_want = np.concatenate([np.zeros(6), tau_r[6:] - Aa.T @ lam_want])
-    tau, lam = core.constrained_rnea(m, q, v, a, constraints, base_pose=T, weights=w, tol=np.inf)
-    assert_close(tau, tau_want, TOL, f"{name}: tau")
-    assert_close(lam, lam_want, 1e-8, f"{name}: lam")
+    for fast in (True, False):
+        tau, lam = core.constrained_rnea(m, q, v, a, constraints, base_pose=T, weights=w, tol=np.inf, fast=fast)
+        assert_close(tau, tau_want, TOL, f"{name}: tau")
+        assert_close(lam, lam_want, 1e-8, f"{name}: lam")
     # min_force: the least-norm lam that balances the base
     tau_f, lam_f = core.constrained_rnea(m, q, v, a, constraints, base_pose=T, solution="min_force", tol=np.inf)
     assert_close(lam_f, np.linalg.pinv(Ap.T) @ tau_r[:6], 1e-8, f"{name}: min_force lam")

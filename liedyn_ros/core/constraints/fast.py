@@ -27,7 +27,7 @@ from ..fast.rnea import rnea_sample
 from ..fast.spatial import bjit, ijit, jit, twist_to_child
 from ..model import Model
 
-__all__ = ["FastConstraints", "constrained_aba_one", "constrained_aba_many", "VIOLATED"]
+__all__ = ["FastConstraints", "constrained_aba_one", "contact_terms_many", "VIOLATED"]
 
 VIOLATED = 3  # |A v| above tol: the reference words the error
 # A pivot of K below this fraction of its diagonal entry: K is (numerically) singular.
@@ -54,6 +54,7 @@ class FastConstraints:
         self.ci = np.concatenate([[cs.k, cs.m], parent, per.reshape(-1)]).astype(np.int64)
         self.cf = np.concatenate([cs.T_a[:, :3, :3].reshape(-1, 9), cs.T_a[:, :3, 3]], -1).copy()
         self.scratch_size = scratch_size(model.nb, nv, cs.m)
+        self.terms_scratch_size = terms_scratch_size(model.nb)
         self.scratch = np.empty(self.scratch_size)
         self.all_active = np.ones(cs.k, dtype=bool)
 
@@ -63,9 +64,13 @@ class FastConstraints:
 
 
 def scratch_size(nb: int, nv: int, m: int) -> int:
-    """Floats of the blocks constrained_aba_sample takes: L, 4 vectors, 8 per-body blocks, A, Y, K, 3
-    m-vectors, h, f."""
-    return nv * nv + 4 * nv + 48 * (nb + 1) + 2 * m * nv + m * m + 3 * m + 24
+    """Floats of the blocks constrained_aba_sample takes (L, 3 vectors, A, Y, K, 3 m-vectors) followed by
+    contact_terms' (8 per-body blocks, h, f)."""
+    return nv * nv + 3 * nv + 2 * m * nv + m * m + 3 * m + terms_scratch_size(nb)
+
+
+def terms_scratch_size(nb: int) -> int:
+    return 48 * (nb + 1) + 24
 
 
 @ijit
@@ -233,16 +238,14 @@ def dot(x, y):
 
 
 @jit
-def constrained_aba_sample(mf, mi, ws, ci, cf, sc, q, v, tau, T, active, params, a, lam):
-    """(a, lam) of one sample into a (nv,) and lam (m,); params = (kp, kd, tol). Returns a status."""
-    mf, mi, ci, cf, sc = borrowed(mf), borrowed(mi), borrowed(ci), borrowed(cf), borrowed(sc)
-    q, v, tau, T, a, lam = borrowed(q), borrowed(v), borrowed(tau), borrowed(T), borrowed(a), borrowed(lam)
+def contact_terms(mf, mi, ci, cf, sc, q, v, T, active, A, c):
+    """A (m, nv) and c (m,) of the contacts at one sample (inactive rows zero); sc: scratch.
+
+    Called, not inlined: the forward kernel and the batch kernel of the terms share one compilation.
+    """
     nb, n, nv = sizes(mi)
-    k, m = ci[0], ci[1]
-    parent = ci[2:2 + nv]
-    L, o = block(sc, 0, nv, nv)
-    vecs, o = block(sc, o, 4, nv)
-    R, o = block(sc, o, nb, 9)
+    k = ci[0]
+    R, o = block(sc, 0, nb, 9)
     p, o = block(sc, o, nb, 3)
     Rw, o = block(sc, o, nb + 1, 9)
     pw, o = block(sc, o, nb + 1, 3)
@@ -250,15 +253,49 @@ def constrained_aba_sample(mf, mi, ws, ci, cf, sc, q, v, tau, T, active, params,
     dV0, o = block(sc, o, nb + 1, 6)
     eta, o = block(sc, o, nb, 6)
     sw, o = block(sc, o, nb, 6)
+    h, o = block(sc, o, 2, 6)
+    f, o = block(sc, o, 1, 12)
+    Ra, pa = reshaped(f, 0, (3, 3)), f[0, 9:12]
+    R3 = reshaped(Rw, 0, (nb + 1, 3, 3))
+    world_kinematics(mf, mi, q, v, T, reshaped(R, 0, (nb, 3, 3)), p, R3, pw, V, eta, dV0, sw)
+    for j in range(k):
+        o = 2 + nv + 4 * j
+        r0, rows = ci[o + ROW], 3 if ci[o + POINT] != 0 else 6
+        if active[j]:
+            contact_rows(mf, mi, ci, cf, j, R3, pw, V, dV0, sw, Ra, pa, h, A, c)
+            continue
+        for r in range(r0, r0 + rows):
+            for col in range(nv):
+                A[r, col] = 0.0
+            c[r] = 0.0
+
+
+@bjit
+def contact_terms_many(mf, mi, ci, cf, sc_size, q, v, T, active, A, c, start, stop):
+    """contact_terms over samples start..stop: q (B, n), v (B, nv), T and active (B or 1, ...)."""
+    sc = np.empty(sc_size)
+    for b in range(start, stop):
+        contact_terms(mf, mi, ci, cf, sc, q[b], v[b], pose_of(T, b), active[b if active.shape[0] != 1 else 0],
+                      A[b], c[b])
+    return OK
+
+
+@jit
+def constrained_aba_sample(mf, mi, ws, ci, cf, sc, q, v, tau, T, active, params, a, lam):
+    """(a, lam) of one sample into a (nv,) and lam (m,); params = (kp, kd, tol). Returns a status."""
+    mf, mi, ci, cf, sc = borrowed(mf), borrowed(mi), borrowed(ci), borrowed(cf), borrowed(sc)
+    q, v, tau, T, a, lam = borrowed(q), borrowed(v), borrowed(tau), borrowed(T), borrowed(a), borrowed(lam)
+    nb, n, nv = sizes(mi)
+    m = ci[1]
+    parent = ci[2:2 + nv]
+    L, o = block(sc, 0, nv, nv)
+    vecs, o = block(sc, o, 3, nv)
     A, o = block(sc, o, m, nv)
     Y, o = block(sc, o, m, nv)
     K, o = block(sc, o, m, m)
     mvecs, o = block(sc, o, 3, m)
-    h, o = block(sc, o, 2, 6)
-    f, o = block(sc, o, 1, 12)
     b, x, zero = vecs[0], vecs[1], vecs[2]
     c, Av, rhs = mvecs[0], mvecs[1], mvecs[2]
-    Ra, pa = reshaped(f, 0, (3, 3)), f[0, 9:12]
     for i in range(nv):
         zero[i] = 0.0
     mass_matrix_sample(mf, mi, ws, q, L)
@@ -269,19 +306,8 @@ def constrained_aba_sample(mf, mi, ws, ci, cf, sc, q, v, tau, T, active, params,
         a[i] = tau[i] - b[i]
     solve_lt(L, parent, a)
     solve_l(L, parent, a)  # a_r = M^-1 (tau - b)
-    world_kinematics(mf, mi, q, v, T, reshaped(R, 0, (nb, 3, 3)), p, reshaped(Rw, 0, (nb + 1, 3, 3)), pw, V, eta,
-                     dV0, sw)
+    contact_terms(mf, mi, ci, cf, reshaped(sc, o, (sc.shape[0] - o,)), q, v, T, active, A, c)
     kp, kd, tol = params[0], params[1], params[2]
-    for j in range(k):
-        o = 2 + nv + 4 * j
-        r0, rows = ci[o + ROW], 3 if ci[o + POINT] != 0 else 6
-        if not active[j]:
-            for r in range(r0, r0 + rows):
-                for col in range(nv):
-                    A[r, col] = 0.0
-                c[r] = 0.0
-            continue
-        contact_rows(mf, mi, ci, cf, j, reshaped(Rw, 0, (nb + 1, 3, 3)), pw, V, dV0, sw, Ra, pa, h, A, c)
     for r in range(m):
         Av[r] = dot(A[r], v)
         if not abs(Av[r]) <= tol:
@@ -336,15 +362,3 @@ def constrained_aba_one(handle, ci, cf, sc, q, v, tau, T, active, params, a, lam
     if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, tau))) or active.shape[0] != ci[0]:
         return BAD_INPUT
     return constrained_aba_sample(mf, mi, workspace(mf, mi), ci, cf, sc, q, v, tau, T, active, params, a, lam)
-
-
-@bjit
-def constrained_aba_many(mf, mi, ws_size, ci, cf, sc_size, q, v, tau, T, active, params, a, lam, start, stop):
-    """Samples start..stop of a batch: q (B, n), v, tau (B, nv), T and active (B or 1, ...)."""
-    ws, sc = np.empty(ws_size), np.empty(sc_size)
-    worst = OK
-    for b in range(start, stop):
-        status = constrained_aba_sample(mf, mi, ws, ci, cf, sc, q[b], v[b], tau[b], pose_of(T, b),
-                                        active[b if active.shape[0] != 1 else 0], params, a[b], lam[b])
-        worst = max(worst, status)
-    return worst

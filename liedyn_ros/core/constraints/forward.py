@@ -9,7 +9,6 @@ from numba import types
 from ..checks import prepare
 from ..dynamics import aba
 from ..fast import OK
-from ..fast.threads import run_batch
 from ..model import Model
 from .description import constraint_set
 from .state import setup, solve_psd
@@ -62,7 +61,7 @@ def constrained_aba(model: Model, q, v, tau, constraints, *, base_pose=None, f_e
         out = _fast(model, cs, q, v, tau, base_pose, active, baumgarte, tol)
         if out is not None:
             return out
-    pb = setup(model, q, {"v": v, "tau": tau}, cs, base_pose, active, tol)
+    pb = setup(model, q, {"v": v, "tau": tau}, cs, base_pose, active, tol, fast)
     B, t = pb.batch.q.shape[0], pb.terms
     a_r = aba(model, q, v, tau, base_pose=base_pose, f_ext=f_ext).reshape(B, model.nv)
     pose = pb.pose()
@@ -130,8 +129,8 @@ def _fast(model: Model, cs, q, v, tau, base_pose, active, baumgarte, tol):
         except TypeError:  # not float64 vectors, a bool mask: the general path
             pass
         return None
-    from .fast import constrained_aba_many
-
+    # A batch: the single-sample kernel per sample (a compiled batch kernel would double the compile time
+    # of the largest kernel for a loop that costs a few microseconds per sample here).
     batch = prepare(model, q, {"v": v, "tau": tau}, base_pose=base_pose)
     B = batch.q.shape[0]
     if active is None:
@@ -145,7 +144,13 @@ def _fast(model: Model, cs, q, v, tau, base_pose, active, baumgarte, tol):
         except ValueError:
             return None
     a, lam = np.empty((B, fm.nv)), np.empty((B, cs.m))
-    if run_batch(constrained_aba_many, B, fm.mf, fm.mi, fm.ws_size, fc.ci, fc.cf, fc.scratch_size, batch.q,
-                 *batch.vectors, batch.base_pose, act, params, a, lam) != OK:
+    kernel, poses = _one_kernel(), batch.base_pose
+    vb, taub = batch.vectors
+    try:
+        for b in range(B):
+            if kernel(fm.handle, fc.ci, fc.cf, fc.scratch, batch.q[b], vb[b], taub[b],
+                      poses[b if len(poses) > 1 else 0], act[b if len(act) > 1 else 0], params, a[b], lam[b]) != OK:
+                return None
+    except TypeError:  # a read-only mask or pose: the reference
         return None
     return batch.restore(a), batch.restore(lam)

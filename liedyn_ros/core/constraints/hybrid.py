@@ -17,7 +17,7 @@ COMPATIBLE_RTOL = 1e-8
 
 
 def constrained_hybrid(model: Model, q, v, a_or_tau, prescribed, constraints, *, base_pose=None, f_ext=None,
-                       active=None, baumgarte=None, tol: float = 1e-6
+                       active=None, baumgarte=None, tol: float = 1e-6, fast: bool = True
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(tau, a, lam): accelerations given where `prescribed` (u), forces elsewhere (v), constrained.
 
@@ -28,10 +28,11 @@ def constrained_hybrid(model: Model, q, v, a_or_tau, prescribed, constraints, *,
 
     With nothing prescribed this is constrained_aba. If the constraints outnumber the free
     coordinates (m > n_v) lam is the least-norm one, and prescribed accelerations that leave no
-    admissible motion raise ValueError. Shapes as `hybrid`, plus lam (..., m).
+    admissible motion raise ValueError. Shapes as `hybrid`, plus lam (..., m). Contacts get A and c
+    from the compiled kernel (constraints.fast) unless fast=False.
     """
     mask = check_prescribed(model, prescribed)
-    pb = setup(model, q, {"v": v, "a_or_tau": a_or_tau}, constraints, base_pose, active, tol)
+    pb = setup(model, q, {"v": v, "a_or_tau": a_or_tau}, constraints, base_pose, active, tol, fast)
     B, t = pb.batch.q.shape[0], pb.terms
     tau_r, a_r = (x.reshape(B, model.nv) for x in hybrid(model, q, v, a_or_tau, mask, base_pose=base_pose,
                                                           f_ext=f_ext))

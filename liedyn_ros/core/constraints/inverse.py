@@ -38,8 +38,8 @@ def _weights(name: str, weights, size: int) -> np.ndarray:
 
 
 def constrained_rnea(model: Model, q, v, a, constraints, *, base_pose=None, passive=None,
-                     solution: str = "min_torque", weights=None, f_ext=None, active=None, tol: float = 1e-6
-                     ) -> tuple[np.ndarray, np.ndarray]:
+                     solution: str = "min_torque", weights=None, f_ext=None, active=None, tol: float = 1e-6,
+                     fast: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(tau, lam) with  M a + b = tau + A^T lam  and tau = 0 on the passive coordinates (Kim 3.1).
 
     With tau_r = rnea(q, v, a) split into active (a) and passive (p) rows, lam must solve
@@ -56,11 +56,12 @@ def constrained_rnea(model: Model, q, v, a, constraints, *, base_pose=None, pass
     A a + c = 0; if no lam balances the passive rows (too few constraints for the motion) this
     raises ValueError with the residual. Shapes: q (..., n), v, a (..., nv) -> tau (..., nv),
     lam (..., m), what each constraint applies to the robot in its frame (zero when inactive).
+    Contacts get A and c from the compiled kernel (constraints.fast) unless fast=False.
     """
     if solution not in SOLUTIONS:
         raise ValueError(f"solution: expected one of {SOLUTIONS}, got {solution!r}")
     p = passive_mask(model, passive)
-    pb = setup(model, q, {"v": v, "a": a}, constraints, base_pose, active, tol)
+    pb = setup(model, q, {"v": v, "a": a}, constraints, base_pose, active, tol, fast)
     B, A = pb.batch.q.shape[0], pb.terms.A
     tau_r = rnea(model, q, v, a, base_pose=base_pose, f_ext=f_ext).reshape(B, model.nv)
     G = np.swapaxes(A[:, :, p], -1, -2)  # A_p^T, (B, n_p, m)

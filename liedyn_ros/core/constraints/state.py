@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import Batch, prepare
+from ..fast.threads import run_batch
 from ..model import Model
 from .description import ConstraintSet, constraint_set
 from .jacobian import ConstraintTerms, constraint_terms
@@ -31,10 +32,12 @@ class Problem:
         return self.batch.restore(x)
 
 
-def setup(model: Model, q, vectors: dict, constraints, base_pose, active, tol: float) -> Problem:
+def setup(model: Model, q, vectors: dict, constraints, base_pose, active, tol: float, fast: bool = True
+          ) -> Problem:
     """Validate, evaluate A, c, A v and e, drop inactive rows, and refuse a state off the constraints.
 
     tol bounds |A v| (m/s, rad/s) and the loop position error |e| (m, rad) of the active rows.
+    Contacts take the compiled kernel for A and c when `fast`, the numpy reference otherwise.
     """
     cs = constraint_set(model, constraints)
     batch = prepare(model, q, vectors, base_pose=base_pose)
@@ -44,9 +47,12 @@ def setup(model: Model, q, vectors: dict, constraints, base_pose, active, tol: f
         rows = np.broadcast_to(mask, batch.shape + (cs.m,)).reshape(B, cs.m)
     except ValueError as exc:
         raise ValueError(f"active: batch shape {mask.shape[:-1]} does not broadcast to {batch.shape}") from exc
-    terms = constraint_terms(cs, batch, batch.vectors[0])
-    terms.A = np.where(rows[..., None], terms.A, 0.0)
-    terms.c, terms.Av, terms.e = (np.where(rows, x, 0.0) for x in (terms.c, terms.Av, terms.e))
+    if fast and cs._fast is not None:
+        terms = compiled_terms(cs, batch, rows)
+    else:
+        terms = constraint_terms(cs, batch, batch.vectors[0])
+        terms.A = np.where(rows[..., None], terms.A, 0.0)
+        terms.c, terms.Av, terms.e = (np.where(rows, x, 0.0) for x in (terms.c, terms.Av, terms.e))
     if not tol >= 0:
         raise ValueError(f"tol: expected a non-negative number, got {tol!r}")
     for what, x, unit in (("velocity (A v)", terms.Av, "m/s or rad/s"), ("position", terms.e, "m or rad")):
@@ -57,6 +63,20 @@ def setup(model: Model, q, vectors: dict, constraints, base_pose, active, tol: f
             raise ValueError(f"constraints: the state violates the {cs.names[k]} by {worst[r]:.3g} {unit} in its "
                              f"{what}, more than tol={tol:g}")
     return Problem(cs, batch, terms, rows)
+
+
+def compiled_terms(cs: ConstraintSet, batch: Batch, rows: np.ndarray) -> ConstraintTerms:
+    """The contacts' terms by the compiled kernel (constraints.fast), inactive rows zero; e = 0."""
+    from .fast import contact_terms_many
+
+    model, fc = cs.model, cs._fast
+    fm = model._fast
+    B = batch.q.shape[0]
+    active = np.ascontiguousarray(rows[:, cs.rows[:-1]])  # a constraint's rows share its state
+    A, c = np.empty((B, cs.m, model.nv)), np.empty((B, cs.m))
+    run_batch(contact_terms_many, B, fm.mf, fm.mi, fc.ci, fc.cf, fc.terms_scratch_size, batch.q,
+              batch.vectors[0], batch.base_pose, active, A, c)
+    return ConstraintTerms(A, c, np.einsum("bij,bj->bi", A, batch.vectors[0]), np.zeros((B, cs.m)))
 
 
 def solve_psd(K: np.ndarray, rhs: np.ndarray) -> np.ndarray:
