@@ -89,6 +89,7 @@ def test_swap_changes_the_model_between_samples_and_keeps_the_estimator(arm) -> 
     ({"payload_mass": 1.0}, "payload_mass"),
     ({"payload_link": "panda_hand", "payload_com": [0.0, 0.0]}, "payload_com"),
     ({"friction_compensation": True, "friction_coulomb": [1.0, 2.0]}, "friction_coulomb"),
+    ({"friction_viscous": [1.0, 2.0]}, "friction_viscous"),  # refused even while compensation is off
     ({"friction_compensation": True, "friction_smoothing": 0.0}, "friction_smoothing"),
     ({"inertial_parameters": [1.0, 2.0]}, "inertial_parameters"),
 ])

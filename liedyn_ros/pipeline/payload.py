@@ -70,12 +70,10 @@ def dynamics_from(model: Any, values: dict[str, Any]) -> Dynamics:
             raise ValueError(f"payload_{exc}") from None
     elif float(get["payload_mass"]) != 0.0:
         raise ValueError("payload_mass: set payload_link too (the link the payload is attached to)")
-    friction = None
-    if bool(get["friction_compensation"]):
-        try:
-            coulomb, viscous, offset = (_per_joint(f"friction_{k}", get[f"friction_{k}"], model.n)
-                                        for k in ("coulomb", "viscous", "offset"))
-            friction = Friction(coulomb, viscous, offset, smoothing=float(get["friction_smoothing"]))
-        except (TypeError, ValueError) as exc:
-            raise ValueError(str(exc) if str(exc).startswith("friction_") else f"friction_{exc}") from None
-    return Dynamics(model, friction)
+    try:  # checked even while compensation is off, so that a bad value is refused when it is set
+        coulomb, viscous, offset = (_per_joint(f"friction_{k}", get[f"friction_{k}"], model.n)
+                                    for k in ("coulomb", "viscous", "offset"))
+        friction = Friction(coulomb, viscous, offset, smoothing=float(get["friction_smoothing"]))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(str(exc) if str(exc).startswith("friction_") else f"friction_{exc}") from None
+    return Dynamics(model, friction if bool(get["friction_compensation"]) else None)
