@@ -215,6 +215,20 @@ def test_forward_and_inverse_invert_each_other() -> None:
     assert_close(lam_back, lamt, 1e-9, "lam")
 
 
+def test_loop_inverse_dynamics_with_passive_joints() -> None:
+    """The five-bar driven at its two ground joints (Kim's example): the passive joints j2, j4 carry
+    no torque, and the driving torques of a motion are unique, so ID returns the FD's torques."""
+    xml, loops, _ = LOOPS["five_bar"]
+    model = core.load_urdf(xml)
+    theta = THETA["five_bar"]
+    q, v = phi("five_bar", theta), _Phi("five_bar", theta) @ np.array([0.7, -0.4])
+    tau = np.array([1.5, 0.0, -0.8, 0.0])  # j1, j2, j5, j4: the ground joints j1 and j5 drive
+    a, lam = core.constrained_aba(model, q, v, tau, loops, tol=1e-8)
+    tau_id, lam_id = core.constrained_rnea(model, q, v, a, loops, passive=["j2", "j4"], tol=1e-8)
+    assert_close(tau_id, tau, 1e-9, "driving torques")
+    assert_close(lam_id, lam, 1e-9, "closure force")  # least norm: both have no out-of-plane force
+
+
 def test_hybrid_reduces_to_forward_and_inverse() -> None:
     """Nothing prescribed: constrained_aba. The actuated joints prescribed (base free): their
     torques realise the accelerations of constrained_aba."""
@@ -233,6 +247,8 @@ def test_hybrid_reduces_to_forward_and_inverse() -> None:
     assert_close(a_h, a, 1e-9, "a (legs prescribed)")
     a_back, _ = core.constrained_aba(m, q, v, tau_h, cs, base_pose=T)
     assert_close(a_back, a, 1e-9, "FD of the hybrid torques")
+    with pytest.raises(ValueError, match="leave no motion the constraints allow"):
+        core.constrained_hybrid(m, q, v, np.where(legs, a + 1.0, 0.0), legs, cs, base_pose=T)
 
 
 def test_batches_masks_and_friction_checks() -> None:

@@ -171,3 +171,9 @@ def test_min_torque_matches_kkt_from_pinocchio(name: str) -> None:
     tau_f, lam_f = core.constrained_rnea(m, q, v, a, constraints, base_pose=T, solution="min_force", tol=np.inf)
     assert_close(lam_f, np.linalg.pinv(Ap.T) @ tau_r[:6], 1e-8, f"{name}: min_force lam")
     assert_close(tau_f[6:], tau_r[6:] - Aa.T @ lam_f, TOL, f"{name}: min_force tau")
+    # weighted min_force: least lam^T W lam with A_p^T lam = tau_pr, lam = W^-1 A_p (A_p^T W^-1 A_p)^-1 tau_pr
+    wf = rng.uniform(0.5, 2.0, mm)
+    _, lam_w = core.constrained_rnea(m, q, v, a, constraints, base_pose=T, solution="min_force", weights=wf,
+                                     tol=np.inf)
+    assert_close(lam_w, (Ap / wf[:, None]) @ np.linalg.solve(Ap.T @ (Ap / wf[:, None]), tau_r[:6]), 1e-8,
+                 f"{name}: weighted min_force lam")
