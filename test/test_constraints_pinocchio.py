@@ -2,17 +2,17 @@
 
 Pinocchio's 3-D contact holds the classical acceleration of the contact point and its 6-D
 contact the frame's spatial acceleration, both in the contact frame (LOCAL; LOCAL_WORLD_ALIGNED
-for our frame="world"), with lambda the
-force (f) or wrench (f, m) on the robot there: our conventions, so a and lam must agree even
-for velocities that violate the constraints. Inverse dynamics is checked against a KKT system
-assembled from Pinocchio's M, b and frame Jacobians.
+for our frame="world"), with lambda the force (f) or wrench (f, m) on the robot there: our
+conventions, so a and lam must agree even for velocities that violate the constraints. A point
+loop closure is its CONTACT_3D between two joints. Inverse dynamics is checked against a KKT
+system assembled from Pinocchio's M, b and frame Jacobians.
 """
 from __future__ import annotations
 
 import numpy as np
 import pinocchio as pin
 import pytest
-from robots import Twin, assert_close, random_pose, twin
+from robots import Twin, assert_close, random_pose, twin, twin_from_xml
 
 from liedyn_ros import core
 
@@ -177,3 +177,31 @@ def test_min_torque_matches_kkt_from_pinocchio(name: str) -> None:
                                      tol=np.inf)
     assert_close(lam_w, (Ap / wf[:, None]) @ np.linalg.solve(Ap.T @ (Ap / wf[:, None]), tau_r[:6]), 1e-8,
                  f"{name}: weighted min_force lam")
+
+
+@pytest.mark.parametrize("name", ["four_bar", "five_bar"])
+def test_loop_closure_matches_pinocchio(name: str) -> None:
+    """A point loop closure is Pinocchio's CONTACT_3D between two joints (LOCAL): the same a, and
+    lambda the force on link_a in frame a. Its third row is empty in the plane, so Pinocchio runs
+    its proximal iterations (mu 1e-12), which converge to the least-norm lambda as ours is."""
+    from test_constraints_loops import LOOPS, THETA, _Phi, phi
+
+    xml, loops, _ = LOOPS[name]
+    t = twin_from_xml(xml, False)
+    pm, closure = t.pin_model, loops[0]
+    fa, fb = (pm.frames[pm.getFrameId(link)] for link in (closure.link_a, closure.link_b))
+    cm = pin.RigidConstraintModel(pin.ContactType.CONTACT_3D, pm,
+                                  fa.parentJoint, fa.placement * pin.SE3(closure.offset_a),
+                                  fb.parentJoint, fb.placement * pin.SE3(closure.offset_b), pin.LOCAL)
+    models, datas = pin.StdVec_RigidConstraintModel([cm]), pin.StdVec_RigidConstraintData([cm.createData()])
+    pd = pm.createData()
+    pin.initConstraintDynamics(pm, pd, models, datas)
+    theta = THETA[name]
+    q, v = phi(name, theta), _Phi(name, theta) @ np.full(len(theta), 0.7)
+    tau = np.random.default_rng(14).normal(size=t.model.n)
+    q_pin, E = t.to_pin(q)
+    a_pin = pin.constraintDynamics(pm, pd, q_pin, E @ v, np.linalg.solve(E.T, tau), models, datas,
+                                   pin.ProximalSettings(1e-14, 1e-12, 50))
+    a, lam = core.constrained_aba(t.model, q, v, tau, loops, tol=1e-8)
+    assert_close(a, np.linalg.solve(E, a_pin), TOL, f"{name}: a")
+    assert_close(lam, pd.lambda_c, TOL, f"{name}: lambda")
