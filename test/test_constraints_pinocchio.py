@@ -205,3 +205,70 @@ def test_loop_closure_matches_pinocchio(name: str) -> None:
     a, lam = core.constrained_aba(t.model, q, v, tau, loops, tol=1e-8)
     assert_close(a, np.linalg.solve(E, a_pin), TOL, f"{name}: a")
     assert_close(lam, pd.lambda_c, TOL, f"{name}: lambda")
+
+
+@pytest.mark.parametrize("kind", ["weld", "point"])
+def test_spatial_loop_closure_matches_pinocchio(kind: str) -> None:
+    """A random tree closed by a weld (CONTACT_6D) or ball (CONTACT_3D) between two branches, with
+    offset_b chosen so that the frames coincide at q: a and lambda against Pinocchio, and the bias
+    c equal to d/dt(A) v by differences along an admissible motion."""
+    from robots import advance
+
+    rng = np.random.default_rng(15)
+    t = twin_from_xml(_two_arms_urdf(rng), False)
+    m = t.model
+    link_a, link_b = "a4", "b4"
+    q = rng.uniform(-1.0, 1.0, m.n)
+    offset_a = _offset(rng)
+    T_a = link_pose_of(t, link_a, q) @ offset_a
+    offset_b = np.linalg.solve(link_pose_of(t, link_b, q), T_a)  # frame b on link_b coincides with frame a
+    loops = [core.LoopClosure(link_a, link_b, kind, offset_a, offset_b)]
+    A = core.constraint_jacobian(m, q, loops)
+    v = rng.normal(size=m.nv)
+    v -= np.linalg.pinv(A) @ (A @ v)
+    tau = rng.normal(size=m.nv)
+    a, lam = core.constrained_aba(m, q, v, tau, loops, tol=1e-9)
+
+    pm = t.pin_model
+    fa, fb = (pm.frames[pm.getFrameId(link)] for link in (link_a, link_b))
+    contact = pin.ContactType.CONTACT_6D if kind == "weld" else pin.ContactType.CONTACT_3D
+    cm = pin.RigidConstraintModel(contact, pm, fa.parentJoint, fa.placement * pin.SE3(offset_a),
+                                  fb.parentJoint, fb.placement * pin.SE3(offset_b), pin.LOCAL)
+    models, datas = pin.StdVec_RigidConstraintModel([cm]), pin.StdVec_RigidConstraintData([cm.createData()])
+    pd = pm.createData()
+    pin.initConstraintDynamics(pm, pd, models, datas)
+    q_pin, E = t.to_pin(q)
+    a_pin = pin.constraintDynamics(pm, pd, q_pin, E @ v, np.linalg.solve(E.T, tau), models, datas,
+                                   pin.ProximalSettings(1e-14, 0.0, 1))
+    assert_close(a, np.linalg.solve(E, a_pin), TOL, f"{kind}: a")
+    want = pd.lambda_c if kind == "point" else np.concatenate([pd.lambda_c[3:], pd.lambda_c[:3]])
+    assert_close(lam, want, TOL, f"{kind}: lambda")
+    eps = 1e-6
+    dA = (core.constraint_jacobian(m, advance(m, q, v, None, eps)[0], loops)
+          - core.constraint_jacobian(m, advance(m, q, v, None, -eps)[0], loops)) / (2 * eps)
+    assert_close(core.constraint_bias(m, q, v, loops), dA @ v, 1e-7, f"{kind}: Adot v")
+
+
+def _two_arms_urdf(rng: np.random.Generator) -> str:
+    """Two arms of four revolute joints with random axes and origins on one ground: 8 joints."""
+    parts = ['<robot name="two_arms"><link name="ground"/>']
+    for arm in "ab":
+        parent = "ground"
+        for k in range(1, 5):
+            name = f"{arm}{k}"
+            axis = rng.normal(size=3)
+            xyz, com = rng.uniform(-0.3, 0.3, 3), rng.uniform(-0.1, 0.1, 3)
+            parts.append(f'<link name="{name}"><inertial><origin xyz="{com[0]} {com[1]} {com[2]}"/><mass value="1"/>'
+                         '<inertia ixx="0.01" ixy="0" ixz="0" iyy="0.02" iyz="0" izz="0.015"/></inertial></link>'
+                         f'<joint name="j{name}" type="continuous"><parent link="{parent}"/><child link="{name}"/>'
+                         f'<origin xyz="{xyz[0]} {xyz[1]} {xyz[2]}"/><axis xyz="{axis[0]} {axis[1]} {axis[2]}"/></joint>')
+            parent = name
+    return "".join(parts) + "</robot>"
+
+
+def link_pose_of(t: Twin, link: str, q: np.ndarray) -> np.ndarray:
+    """World pose of a link from Pinocchio's forward kinematics."""
+    pm, pd = t.pin_model, t.pin_model.createData()
+    q_pin, _ = t.to_pin(q)
+    pin.framesForwardKinematics(pm, pd, q_pin)
+    return pd.oMf[pm.getFrameId(link)].homogeneous
