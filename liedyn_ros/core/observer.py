@@ -26,11 +26,15 @@ import numpy as np
 
 from .checks import check_vector
 from .dynamics import coriolis_matrix, gravity, mass_matrix
+from .fast import OK
+from .fast.entry import single
 from .fast.spatial import jit
 from .identification import Friction, friction_torque
 from .model import Model
 
 __all__ = ["MomentumObserver"]
+
+_ndarray, _empty, _zeros = np.ndarray, np.empty, np.zeros
 
 
 class MomentumObserver:
@@ -59,6 +63,14 @@ class MomentumObserver:
         if friction is not None and friction.coulomb.shape != (model.n,):
             raise ValueError(f"friction: expected parameters for the {model.n} joints, got {friction.coulomb.shape[0]}")
         self.friction = friction
+        # The compiled step's friction rows (Coulomb, viscous, offset, smoothing) and scratch M, C, g.
+        n, nv = model.n, model.nv
+        self._friction_table = np.zeros((4, n))
+        self._friction_table[3] = 1.0
+        if friction is not None:
+            self._friction_table[:3] = friction.coulomb, friction.viscous, friction.offset
+            self._friction_table[3] = friction.smoothing
+        self._scratch = (np.empty((nv, nv)), np.empty((nv, nv)), np.empty(nv))
         self.reset()
 
     def reset(self) -> None:
@@ -68,6 +80,9 @@ class MomentumObserver:
 
     def update(self, t, q, v, tau, *, base_pose=None) -> np.ndarray:
         """r at time t [s] (scalar, or one per robot) from q, v, the applied tau, shape (..., nv)."""
+        r = self._update_one(t, q, v, tau, base_pose)
+        if r is not None:
+            return r
         p, beta = self._momentum_terms(q, v, tau, base_pose)
         t = _check_time(t)
         if self.t is None:
@@ -82,6 +97,35 @@ class MomentumObserver:
             decay = np.exp(-self.gain * dt)
             r = decay * self.residual + (1.0 - decay) * (p - self._p - 0.5 * (beta + self._beta) * dt) / dt
             r = np.where(dt > self.max_gap, 0.0, r)  # those robots start over here
+        self.t, self._p, self._beta, self.residual = t, p, beta, r
+        return r
+
+    def _update_one(self, t, q, v, tau, base_pose) -> np.ndarray | None:
+        """One robot's float64 sample through the compiled step (fast.observer); None when the
+        arguments are anything else, or wrong, or t does not follow: `update`'s general path then
+        takes them (and words the error)."""
+        fm = self.model._fast
+        T = fm.identity if base_pose is None else base_pose
+        if not (type(q) is _ndarray and type(v) is _ndarray and type(tau) is _ndarray and type(T) is _ndarray
+                and q.ndim == 1 and (base_pose is None) is fm.fixed and isinstance(t, (float, int, np.floating))):
+            return None
+        t = float(t)
+        first = self.t is None
+        if not first and (np.ndim(self.t) != 0 or not t > self.t):
+            return None
+        restart = first or t - self.t > self.max_gap
+        nv = fm.nv
+        p, beta = _empty(nv), _empty(nv)
+        r = _zeros(nv) if restart else self.residual.copy()
+        scratch = self._scratch
+        p_prev, beta_prev = (p, beta) if restart else (self._p, self._beta)
+        try:
+            status = single.observer_one(fm.handle, q, v, tau, T, 0.0 if restart else t - self.t, self.gain,
+                                         self._friction_table, p_prev, beta_prev, r, *scratch, p, beta)
+        except TypeError:  # not float64 vectors: the general path
+            return None
+        if status != OK:
+            return None
         self.t, self._p, self._beta, self.residual = t, p, beta, r
         return r
 

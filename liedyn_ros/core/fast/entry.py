@@ -23,7 +23,7 @@ _WRENCH = types.float64[:, :, ::1]  # f_body (1, nb, 6)
 def _signature(name: str) -> tuple:
     """(kernel, its one signature) by name."""
     from ..derivatives import fast as derivatives, time_fast
-    from . import aba, coriolis, crba, regressor, rnea
+    from . import aba, coriolis, crba, observer, regressor, rnea
 
     model = types.int64  # FastModel.handle
     return {
@@ -31,6 +31,8 @@ def _signature(name: str) -> tuple:
         "gravity_one": (rnea.gravity_one, types.int64(model, _VEC, _MAT, _VEC)),
         "mass_matrix_one": (crba.mass_matrix_one, types.int64(model, _VEC, _MAT, _MAT)),
         "coriolis_one": (coriolis.coriolis_one, types.int64(model, _VEC, _VEC, _MAT, _MAT)),
+        "observer_one": (observer.observer_one, types.int64(model, _VEC, _VEC, _VEC, _MAT, types.float64, _VEC, _MAT,
+                                                            _VEC, _VEC, _VEC, _MAT, _MAT, _VEC, _VEC, _VEC)),
         "hybrid_one": (aba.hybrid_one, types.int64(model, _VEC, _VEC, _VEC, types.boolean[::1], _MAT, _VEC, _VEC)),
         "rnea_wrench_one": (rnea.rnea_wrench_one, types.int64(model, _VEC, _VEC, _VEC, _MAT, _WRENCH, _MAT, _VEC)),
         "hybrid_wrench_one": (aba.hybrid_wrench_one, types.int64(model, _VEC, _VEC, _VEC, types.boolean[::1], _MAT,

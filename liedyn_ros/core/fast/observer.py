@@ -1,0 +1,50 @@
+"""Compiled single-sample step of the momentum observer (core.observer), for the node's rate.
+
+One call computes M, C and g with the kernels' own sample functions, then p = M v,
+beta = tau - tau_f(qd) + C^T v - g and the exact first-order step of the residual (see
+core.observer), in place: no Python between the three passes and the update.
+"""
+from __future__ import annotations
+
+import math
+
+from .coriolis import coriolis_sample
+from .crba import mass_matrix_sample
+from .kinematics import BAD_INPUT, OK, inputs_valid, model_arrays, sizes, vectors_valid, workspace
+from .rnea import gravity_sample
+from .spatial import jit
+
+
+@jit
+def observer_one(handle, q, v, tau, T, dt, gain, friction, p_prev, beta_prev, r, M, C, g, p, beta):
+    """p, beta of this sample; r advanced by dt [s] from (p_prev, beta_prev) when dt > 0.
+
+    friction (4, n): Coulomb, viscous, offset per joint and (row 3, entry 0) the tanh smoothing
+    velocity; zeros for none. M, C (nv, nv), g (nv,) are scratch. BAD_INPUT for a wrong length,
+    NaN or a pose outside SE(3).
+    """
+    mf, mi = model_arrays(handle)
+    if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, tau))):
+        return BAD_INPUT
+    nb, n, nv = sizes(mi)
+    ws = workspace(mf, mi)
+    mass_matrix_sample(mf, mi, ws, q, M)
+    coriolis_sample(mf, mi, ws, q, v, C)
+    gravity_sample(mf, mi, ws, q, T, g)
+    for i in range(nv):
+        pi, ci = 0.0, 0.0
+        for j in range(nv):
+            pi += M[i, j] * v[j]
+            ci += C[j, i] * v[j]
+        p[i] = pi
+        beta[i] = tau[i] + ci - g[i]
+    smoothing = friction[3, 0]
+    for j in range(n):
+        qd = v[nv - n + j]
+        beta[nv - n + j] -= friction[0, j] * math.tanh(qd / smoothing) + friction[1, j] * qd + friction[2, j]
+    if dt > 0.0:
+        for i in range(nv):
+            decay = math.exp(-gain[i] * dt)
+            ds = p[i] - p_prev[i] - 0.5 * (beta[i] + beta_prev[i]) * dt
+            r[i] = decay * r[i] + (1.0 - decay) * ds / dt
+    return OK
