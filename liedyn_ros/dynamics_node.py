@@ -30,7 +30,9 @@ from liedyn_ros import core
 from liedyn_ros.pipeline import (
     TOPIC_BASE_ACCELERATION,
     TOPIC_BASE_WRENCH,
+    TOPIC_COLLISION,
     TOPIC_EFFORT_COMMAND,
+    TOPIC_EXTERNAL_TORQUE,
     TOPIC_FEEDFORWARD,
     TOPIC_GRAVITY,
     TOPIC_PREDICTED_ACCELERATION,
@@ -76,6 +78,11 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "contact_speed": (0.1, "kinematic source: max contact point speed [m/s]"),
     "ground_height": (0.0, "kinematic source: world height of the ground plane [m]"),
     "publish_unconstrained": (False, "with contacts, also publish unconstrained/feedforward_torque"),
+    "external_torque_observer": (True, "momentum observer: external_torque and collisions (needs measured efforts)"),
+    "observer_gain": (50.0, "momentum observer gain K [1/s]: the estimate lags by 1/K"),
+    "collision_threshold": ([10.0], "external torque [N m] that starts a collision: one for all joints or per joint"),
+    "collision_release": (0.5, "a collision ends when every joint is below this fraction of its threshold"),
+    "observer_max_gap": (0.1, "a gap between joint states longer than this [s] starts the observer over"),
     "diagnostics_period": (1.0, "seconds between /diagnostics messages"),
     **DYNAMICS_PARAMETERS,  # payload, friction, inertial parameters: swapped in at run time
 }
@@ -107,7 +114,7 @@ class DynamicsNode(Node):
         self._rebuild = False
         self._urdf_model: Any = None  # the model before payload and corrections
         self._swap: Dynamics | None = None  # accepted payload/friction change, swapped in next sample
-        self._last_diag = (time.monotonic(), 0, 0)
+        self._last_diag = (time.monotonic(), 0, 0, 0)
         self._outputs = self._create_publishers()
         self._contact_subscriptions: list[Any] = []
         self._create_subscriptions()
@@ -126,6 +133,8 @@ class DynamicsNode(Node):
             TOPIC_BASE_ACCELERATION: geometry_msgs.AccelStamped,
             TOPIC_EFFORT_COMMAND: std_msgs.Float64MultiArray,
             TOPIC_UNCONSTRAINED_FEEDFORWARD: sensor_msgs.JointState,
+            TOPIC_EXTERNAL_TORQUE: sensor_msgs.JointState,
+            TOPIC_COLLISION: sensor_msgs.JointState,
         }
         pubs = {topic: self.create_publisher(kind, topic, 10) for topic, kind in types.items()}
         self._diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
@@ -259,6 +268,8 @@ class DynamicsNode(Node):
             return
         for topic, message in self._factory.build(out).items():
             self._outputs[topic].publish(message)
+        if out.collision is not None:  # flagged in /diagnostics now, not at the next period
+            self._publish_diagnostics()
 
     def _on_odometry(self, msg: Odometry) -> None:
         if self._pipeline is not None:
@@ -289,10 +300,10 @@ class DynamicsNode(Node):
         else:
             stats = pipe.stats
             now = time.monotonic()
-            then, received, skipped = self._last_diag
+            then, received, skipped, collisions = self._last_diag
             total_skipped = sum(stats.skipped.values())
             rate = (stats.received - received) / max(now - then, 1e-9)
-            self._last_diag = (now, stats.received, total_skipped)
+            self._last_diag = (now, stats.received, total_skipped, stats.collisions)
             values += [
                 KeyValue(key="input_rate_hz", value=f"{rate:.1f}"),
                 KeyValue(key="published", value=str(stats.published)),
@@ -306,9 +317,22 @@ class DynamicsNode(Node):
                     KeyValue(key="contact_outside_friction_cone", value=str(stats.contact_slipping)),
                     KeyValue(key="contact_unbalanced", value=str(stats.contact_unbalanced)),
                 ]
+            ongoing = pipe.collision
+            values += [
+                KeyValue(key="collision", value=str(ongoing is not None).lower()),
+                KeyValue(key="collisions", value=str(stats.collisions)),
+            ]
+            if ongoing is not None:
+                values += [KeyValue(key="collision_joint", value=pipe.model.joint_names[ongoing.joint]),
+                           KeyValue(key="collision_peak", value=f"{ongoing.peak:.3f}")]
             fresh_skips = total_skipped - skipped
-            status.level = DIAG_WARN if fresh_skips else DIAG_OK
-            status.message = f"{fresh_skips} samples skipped" if fresh_skips else "ok"
+            fresh_collisions = stats.collisions - collisions
+            status.level = DIAG_WARN if fresh_skips or fresh_collisions or ongoing is not None else DIAG_OK
+            if ongoing is not None or fresh_collisions:
+                where = f" on {pipe.model.joint_names[ongoing.joint]}" if ongoing is not None else ""
+                status.message = f"collision{where} ({stats.collisions} so far)"
+            else:
+                status.message = f"{fresh_skips} samples skipped" if fresh_skips else "ok"
         status.values = values
         array = DiagnosticArray(status=[status])
         array.header.stamp = self.get_clock().now().to_msg()

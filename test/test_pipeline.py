@@ -611,7 +611,9 @@ def test_output_messages_carry_the_results(arm: Any, arm_pin: Any, flavour: str)
     out = DynamicsPipeline(arm, cfg).on_joint_state(FLAVOURS[flavour](stamp, list(ARM), q, qd, tau))
     assert out is not None
     msgs = factory.build(out)
-    assert set(msgs) == {"feedforward_torque", "gravity_torque", "predicted_acceleration", "effort_command"}
+    assert set(msgs) == {"feedforward_torque", "gravity_torque", "predicted_acceleration", "effort_command",
+                         "external_torque"}  # zero at the first sample: the observer starts there
+    assert not np.any(msgs["external_torque"].effort)
     ff, grav, acc, cmd = (msgs[k] for k in ("feedforward_torque", "gravity_torque",
                                             "predicted_acceleration", "effort_command"))
     for m in (ff, grav, acc):
@@ -631,7 +633,8 @@ def test_output_messages_carry_the_results(arm: Any, arm_pin: Any, flavour: str)
 
 
 def test_publish_switches(arm: Any) -> None:
-    cfg = PipelineConfig(publish_feedforward=False, publish_predicted_acceleration=False)
+    cfg = PipelineConfig(publish_feedforward=False, publish_predicted_acceleration=False,
+                         external_torque_observer=False)
     q, qd, tau = random_state()
     out = DynamicsPipeline(arm, cfg).on_joint_state(ros_joint_state(0, list(ARM), q, qd, tau))
     assert out is not None
@@ -748,7 +751,7 @@ def test_floating_base_matches_pinocchio_free_flyer(floating: Any, floating_pin:
 
     msgs = factory.build(out)
     assert set(msgs) == {"feedforward_torque", "gravity_torque", "predicted_acceleration",
-                         "base_wrench", "predicted_base_acceleration"}
+                         "base_wrench", "predicted_base_acceleration", "external_torque"}
     w, a = msgs["base_wrench"], msgs["predicted_base_acceleration"]
     assert w.header.frame_id == "panda_link0" and a.header.frame_id == "panda_link0"
     assert (w.header.stamp.sec, w.header.stamp.nanosec) == (2, 0)

@@ -80,6 +80,12 @@ class PipelineConfig:
     per contact; ``contact_wrench_topics`` empty means ``contact_sensor/<link>``. Ages in
     seconds, ``contact_force_threshold`` in N, ``contact_height`` (above ``ground_height``,
     world z) in m, ``contact_speed`` in m/s.
+
+    External torque (momentum observer, on the samples with a measured effort; off with
+    ``external_torque_observer`` false, and no collision events then): ``observer_gain`` K [1/s] (time constant 1/K), ``collision_threshold`` [N m or N], one for
+    all joints or one per joint; an event ends when every joint is below ``collision_release``
+    times its threshold; ``observer_max_gap`` [s]: a longer gap between joint states starts the
+    observer over.
     """
 
     acceleration_source: AccelerationSource = AccelerationSource.ZERO
@@ -108,6 +114,11 @@ class PipelineConfig:
     contact_speed: float = 0.1
     ground_height: float = 0.0
     publish_unconstrained: bool = False
+    external_torque_observer: bool = True
+    observer_gain: float = 50.0
+    collision_threshold: tuple[float, ...] = (10.0,)
+    collision_release: float = 0.5
+    observer_max_gap: float = 0.1
 
     def __post_init__(self) -> None:
         # Accept the plain string a ROS parameter gives, and fail on anything else.
@@ -130,6 +141,18 @@ class PipelineConfig:
         if not math.isfinite(self.reference_max_age):
             raise ValueError(f"reference_max_age: {self.reference_max_age} is not finite")
         self._check_contacts()
+        self._check_observer()
+
+    def _check_observer(self) -> None:
+        if isinstance(self.collision_threshold, (int, float)):  # one number for all joints
+            object.__setattr__(self, "collision_threshold", (float(self.collision_threshold),))
+        object.__setattr__(self, "collision_threshold", tuple(float(x) for x in self.collision_threshold))
+        _require_positive("observer_gain", self.observer_gain)
+        _require_positive("observer_max_gap", self.observer_max_gap)
+        if not self.collision_threshold or not all(math.isfinite(x) and x > 0 for x in self.collision_threshold):
+            raise ValueError(f"collision_threshold: {list(self.collision_threshold)} must be positive and finite")
+        if not (math.isfinite(self.collision_release) and 0.0 < self.collision_release <= 1.0):
+            raise ValueError(f"collision_release: {self.collision_release} must be in (0, 1]")
 
     def wrench_topics(self) -> tuple[str, ...]:
         """The foot sensor topic of each contact (relative): ``contact_wrench_topics``, or

@@ -21,6 +21,8 @@ TOPIC_BASE_ACCELERATION = "predicted_base_acceleration"
 TOPIC_EFFORT_COMMAND = "effort_command"
 TOPIC_UNCONSTRAINED_FEEDFORWARD = "unconstrained/feedforward_torque"
 TOPIC_CONTACT_WRENCH = "contact_wrench/"  # + the contact link
+TOPIC_EXTERNAL_TORQUE = "external_torque"
+TOPIC_COLLISION = "collision"
 
 
 def contact_wrench_topic(link: str) -> str:
@@ -143,6 +145,10 @@ class OutputMessageFactory:
                 msgs[TOPIC_BASE_ACCELERATION] = self.accel(base_header, res.base_acc_pred)
         if cfg.publish_effort_command:
             msgs[TOPIC_EFFORT_COMMAND] = self.effort_command(res.tau_ff)
+        if out.external_torque is not None:
+            msgs[TOPIC_EXTERNAL_TORQUE] = self.torque_state(header, out.external_torque)
+        if out.collision is not None:
+            msgs[TOPIC_COLLISION] = self.collision_state(out.collision)
         if self._contacts is not None and res.contact_active is not None and res.contact_wrench is not None:
             if cfg.publish_unconstrained and res.tau_free is not None:
                 msgs[TOPIC_UNCONSTRAINED_FEEDFORWARD] = self.torque_state(header, res.tau_free)
@@ -162,6 +168,14 @@ class OutputMessageFactory:
         return self.c.JointState(
             header=header, name=list(self.joint_names), position=empty, velocity=empty,
             effort=self.c.float_array(tau),
+        )
+
+    def collision_state(self, event: Any) -> Any:
+        """sensor_msgs/JointState of a collision (core.Collision) as it starts: stamped with its
+        first sample, the joint in ``name`` and its external torque there in ``effort``."""
+        return self.c.JointState(
+            header=self.header(event.start_ns, ""), name=[self.joint_names[event.joint]], position=self._empty,
+            velocity=self._empty, effort=self.c.float_array(np.array([event.peak])),
         )
 
     def acceleration_trajectory(self, header: Any, qdd: FloatArray) -> Any:

@@ -24,13 +24,17 @@ from liedyn_ros.pipeline.payload import Dynamics
 
 
 class PipelineOutput(NamedTuple):
-    """Everything needed to publish one JointState's outputs."""
+    """Everything needed to publish one JointState's outputs; external_torque (n,) the momentum
+    observer's estimate (None without a measured effort), collision the event that started at
+    this sample."""
 
     stamp_ns: int
     frame_id: str
     base_frame: str
     sample: JointSample
     outputs: DynamicsOutputs
+    external_torque: FloatArray | None = None
+    collision: core.Collision | None = None
 
 
 @dataclass
@@ -47,6 +51,7 @@ class PipelineStats:
     contact_pulling: int = 0
     contact_slipping: int = 0
     contact_unbalanced: int = 0
+    collisions: int = 0  # collision events started
 
     @property
     def mean_compute_s(self) -> float:
@@ -123,6 +128,13 @@ class DynamicsPipeline:
         # when a trajectory arrives; per sample only v_ff's base part changes.
         self._reference_a = self._zero_acceleration
         self._reference_v = self._zero_acceleration.copy()
+        n = len(self.decoder.joint_names)
+        if len(self.config.collision_threshold) not in (1, n):
+            raise ValueError(f"collision_threshold: {len(self.config.collision_threshold)} values for {n} joints; "
+                             "give one for all or one per joint")
+        self._thresholds = np.broadcast_to(np.asarray(self.config.collision_threshold, dtype=np.float64), (n,)).copy()
+        self._observer = self._new_observer(self._dynamics)
+        self.collision: core.Collision | None = None  # the event under way, if any
 
     @property
     def model(self) -> Any:
@@ -134,7 +146,15 @@ class DynamicsPipeline:
         must stay the same; the estimator, odometry and reference are kept."""
         if tuple(dynamics.model.joint_names) != tuple(self.model.joint_names):
             raise ValueError("model: a swapped model must have the same joints")
-        self._dynamics = dynamics
+        observer = self._new_observer(dynamics)  # starts over: its integral belongs to the old model
+        self._dynamics, self._observer, self.collision = dynamics, observer, None
+
+    def _new_observer(self, dynamics: Dynamics) -> core.MomentumObserver:
+        """The momentum observer of this model; the friction compensated (if any) is taken off
+        the measured effort too."""
+        cfg = self.config
+        return core.MomentumObserver(dynamics.model, cfg.observer_gain, max_gap=cfg.observer_max_gap,
+                                     friction=dynamics.friction)
 
     # -- inputs -----------------------------------------------------------------------
 
@@ -245,10 +265,36 @@ class DynamicsPipeline:
             return active
         try:
             outputs = self._compute(sample, v, a, pose, ff_state, active)
+            external, started = self._observe(sample, v, pose)
         except ValueError as exc:
             self._warner.warn("compute_error", f"dynamics rejected the sample: {exc}")
             return SkipReason.COMPUTE_ERROR
-        return PipelineOutput(sample.stamp_ns, sample.frame_id, self.base_frame, sample, outputs)
+        return PipelineOutput(sample.stamp_ns, sample.frame_id, self.base_frame, sample, outputs, external, started)
+
+    def _observe(self, sample: JointSample, v: FloatArray, pose: FloatArray | None
+                 ) -> tuple[FloatArray | None, core.Collision | None]:
+        """(joint part of the external torque, the collision event starting here) for this sample.
+
+        Without a measured effort the observer cannot integrate: it starts over at the next one.
+        """
+        observer, n = self._observer, len(sample.q)
+        if not self.config.external_torque_observer:
+            return None, None
+        if sample.effort is None:
+            observer.reset()
+            self.collision = None
+            return None, None
+        tau = sample.effort if not self._floating else np.concatenate((np.zeros(6), sample.effort))
+        external = observer.update(sample.stamp_ns * 1e-9, sample.q, v, tau, base_pose=pose)[-n:]
+        if self.collision is None and not (np.abs(external) > self._thresholds).any():
+            return external, None  # collision_events would find nothing: skip its bookkeeping
+        was = self.collision
+        _, self.collision = core.collision_events(np.array([sample.stamp_ns]), external[None], self._thresholds,
+                                                  release=self.config.collision_release, ongoing=was)
+        started = self.collision if was is None else None
+        if started is not None:
+            self.stats.collisions += 1
+        return external, started
 
     def _compute(
         self, sample: JointSample, v: FloatArray, a: FloatArray, pose: FloatArray | None,

@@ -46,7 +46,8 @@ class ObserverSettings:
 
 class ExternalTorque:
     """Feeds each block to the observer and the event detector; keeps the events. `friction`:
-    the joint friction of --params, taken off the measured torque."""
+    the joint friction --params compensates (friction_compensation), taken off the measured
+    torque as the node does."""
 
     def __init__(self, model: Any, settings: ObserverSettings, friction: core.Friction | None = None) -> None:
         if len(settings.threshold) not in (1, model.n):

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from .samples import SampleBlock
 
 PREFIX = "/liedyn/"
-TOPIC_EXTERNAL_TORQUE = "external_torque"  # the momentum observer's estimate (CONVENTIONS.md)
 NS_PER_S = pipeline.NS_PER_S
 
 Build = Callable[[int, str, "NDArray[np.float64]"], Any]
@@ -160,7 +159,7 @@ class OutputWriter:
                 lambda s, fr, v: f.torque_state(f.header(s, fr), v), ser(js), len(joints))),
             Channel(pipeline.TOPIC_PREDICTED_ACCELERATION, jt, joints, TemplateEncoder(
                 lambda s, fr, v: f.acceleration_trajectory(f.header(s, fr), v), ser(jt), len(joints))),
-            Channel(TOPIC_EXTERNAL_TORQUE, js, joints, TemplateEncoder(
+            Channel(pipeline.TOPIC_EXTERNAL_TORQUE, js, joints, TemplateEncoder(
                 lambda s, fr, v: f.torque_state(f.header(s, fr), v), ser(js), len(joints))),
         ]
         if model.floating_base:
@@ -243,7 +242,7 @@ class OutputWriter:
             (pipeline.TOPIC_PREDICTED_ACCELERATION, out.qdd_pred),
             (pipeline.TOPIC_BASE_WRENCH, out.base_wrench),
             (pipeline.TOPIC_BASE_ACCELERATION, out.base_acc_pred),
-            (TOPIC_EXTERNAL_TORQUE, tau_ext),
+            (pipeline.TOPIC_EXTERNAL_TORQUE, tau_ext),
         ):
             if values is not None:
                 rows = np.flatnonzero(np.isfinite(values).all(axis=1))

@@ -184,15 +184,6 @@ def _dynamics(urdf_model: Any, params: dict[str, Any], options: ReplayOptions) -
         raise ReplayError(f"--params {options.params}: {err}") from err
 
 
-def _friction(urdf_model: Any, params: dict[str, Any], options: ReplayOptions) -> core.Friction | None:
-    """The joint friction of --params, compensated or not: the observer takes it off the measured
-    torque either way (else friction would read as external torque). None when all zero."""
-    friction = _dynamics(urdf_model, params | {"friction_compensation": True}, options).friction
-    if friction is None or not np.any([friction.coulomb, friction.viscous, friction.offset]):
-        return None
-    return friction
-
-
 def _identifier(urdf_model: Any, params: dict[str, Any], options: ReplayOptions, samples: int) -> Identifier | None:
     """The fit of --identify on the node's model. An identified payload replaces the one of --params;
     a payload of --params that stays is left out of the identified inertial_parameters again (the
@@ -242,7 +233,7 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         recorder = PlotRecorder(names, kinds, effort_label="commanded" if topics.effort else "measured",
                                 gravity=bool(np.any(model.gravity)), contact_links=links)
         identifier = _identifier(urdf_model, params, options, bags.message_count([topics.joint_states]))
-        external = ExternalTorque(model, options.observer, _friction(urdf_model, params, options))
+        external = ExternalTorque(model, options.observer, dyn.friction)
         with OutputWriter(options.out, model, config) as writer:
             dynamics = BlockDynamics(model, config, contacts, options, predict, dyn.friction)
             skipped_rows = _stream(stream, options, dynamics, writer, summary, recorder, external, identifier)
