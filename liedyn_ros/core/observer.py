@@ -34,7 +34,8 @@ from .model import Model
 
 __all__ = ["MomentumObserver"]
 
-_ndarray, _empty, _zeros = np.ndarray, np.empty, np.zeros
+_ndarray = np.ndarray
+_SCALARS = (float, int, np.float64, np.float32, np.int64)
 
 
 class MomentumObserver:
@@ -70,7 +71,8 @@ class MomentumObserver:
         if friction is not None:
             self._friction_table[:3] = friction.coulomb, friction.viscous, friction.offset
             self._friction_table[3] = friction.smoothing
-        self._scratch = (np.empty((nv, nv)), np.empty((nv, nv)), np.empty(nv))
+        self._state, self._mats = np.zeros((6, nv)), np.empty((2, nv, nv))
+        self._rows = (self._state[0], self._state[1], self._state[2])  # p, beta, r: views made once
         self.reset()
 
     def reset(self) -> None:
@@ -97,37 +99,44 @@ class MomentumObserver:
             decay = np.exp(-self.gain * dt)
             r = decay * self.residual + (1.0 - decay) * (p - self._p - 0.5 * (beta + self._beta) * dt) / dt
             r = np.where(dt > self.max_gap, 0.0, r)  # those robots start over here
-        self.t, self._p, self._beta, self.residual = t, p, beta, r
+        self.t, self._p, self._beta, self.residual = (t if t.ndim else float(t)), p, beta, r
         return r
 
     def _update_one(self, t, q, v, tau, base_pose) -> np.ndarray | None:
         """One robot's float64 sample through the compiled step (fast.observer); None when the
         arguments are anything else, or wrong, or t does not follow: `update`'s general path then
-        takes them (and words the error)."""
+        takes them (and words the error). The state lives in self._state, whose rows p, beta and
+        r are self._p, self._beta and self.residual after such a step."""
         fm = self.model._fast
         T = fm.identity if base_pose is None else base_pose
         if not (type(q) is _ndarray and type(v) is _ndarray and type(tau) is _ndarray and type(T) is _ndarray
-                and q.ndim == 1 and (base_pose is None) is fm.fixed and isinstance(t, (float, int, np.floating))):
+                and q.ndim == 1 and (base_pose is None) is fm.fixed and type(t) in _SCALARS):
             return None
         t = float(t)
-        first = self.t is None
-        if not first and (np.ndim(self.t) != 0 or not t > self.t):
+        previous = self.t
+        state, rows = self._state, self._rows
+        if not (previous is None or isinstance(previous, float)):
+            return None  # the previous update was a batch of robots
+        if previous is None or t - previous > self.max_gap:
+            dt = 0.0  # starts over: r = 0 here
+        elif t > previous:
+            dt = t - previous
+            if self._p is not rows[0]:  # the previous update took the general path
+                state[0], state[1], state[2] = self._p, self._beta, self.residual
+        else:
             return None
-        restart = first or t - self.t > self.max_gap
-        nv = fm.nv
-        p, beta = _empty(nv), _empty(nv)
-        r = _zeros(nv) if restart else self.residual.copy()
-        scratch = self._scratch
-        p_prev, beta_prev = (p, beta) if restart else (self._p, self._beta)
         try:
-            status = single.observer_one(fm.handle, q, v, tau, T, 0.0 if restart else t - self.t, self.gain,
-                                         self._friction_table, p_prev, beta_prev, r, *scratch, p, beta)
+            status = single.observer_one(fm.handle, q, v, tau, T, dt, self.gain, self._friction_table, state,
+                                         self._mats)
         except TypeError:  # not float64 vectors: the general path
             return None
-        if status != OK:
+        if status != OK:  # the kernel wrote nothing
             return None
+        p, beta, r = rows
+        if dt == 0.0:
+            r[:] = 0.0
         self.t, self._p, self._beta, self.residual = t, p, beta, r
-        return r
+        return r.copy()
 
     def series(self, t, q, v, tau, *, base_pose=None) -> np.ndarray:
         """r at N consecutive samples of one robot, t (N,), q (N, n), ..., continuing the updates.

@@ -277,16 +277,19 @@ class DynamicsPipeline:
 
         Without a measured effort the observer cannot integrate: it starts over at the next one.
         """
-        observer, n = self._observer, len(sample.q)
+        observer = self._observer
         if not self.config.external_torque_observer:
             return None, None
         if sample.effort is None:
             observer.reset()
             self.collision = None
             return None, None
-        tau = sample.effort if not self._floating else np.concatenate((np.zeros(6), sample.effort))
-        external = observer.update(sample.stamp_ns * 1e-9, sample.q, v, tau, base_pose=pose)[-n:]
-        if self.collision is None and not (np.abs(external) > self._thresholds).any():
+        if self._floating:
+            tau = np.concatenate((np.zeros(6), sample.effort))
+            external = observer.update(sample.stamp_ns * 1e-9, sample.q, v, tau, base_pose=pose)[6:]
+        else:
+            external = observer.update(sample.stamp_ns * 1e-9, sample.q, v, sample.effort)
+        if self.collision is None and not core.exceeds(external, self._thresholds):
             return external, None  # collision_events would find nothing: skip its bookkeeping
         was = self.collision
         _, self.collision = core.collision_events(np.array([sample.stamp_ns]), external[None], self._thresholds,

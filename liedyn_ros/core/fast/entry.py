@@ -32,7 +32,7 @@ def _signature(name: str) -> tuple:
         "mass_matrix_one": (crba.mass_matrix_one, types.int64(model, _VEC, _MAT, _MAT)),
         "coriolis_one": (coriolis.coriolis_one, types.int64(model, _VEC, _VEC, _MAT, _MAT)),
         "observer_one": (observer.observer_one, types.int64(model, _VEC, _VEC, _VEC, _MAT, types.float64, _VEC, _MAT,
-                                                            _VEC, _VEC, _VEC, _MAT, _MAT, _VEC, _VEC, _VEC)),
+                                                            _MAT, types.float64[:, :, ::1])),
         "hybrid_one": (aba.hybrid_one, types.int64(model, _VEC, _VEC, _VEC, types.boolean[::1], _MAT, _VEC, _VEC)),
         "rnea_wrench_one": (rnea.rnea_wrench_one, types.int64(model, _VEC, _VEC, _VEC, _MAT, _WRENCH, _MAT, _VEC)),
         "hybrid_wrench_one": (aba.hybrid_wrench_one, types.int64(model, _VEC, _VEC, _VEC, types.boolean[::1], _MAT,

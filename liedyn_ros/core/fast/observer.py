@@ -16,18 +16,20 @@ from .spatial import jit
 
 
 @jit
-def observer_one(handle, q, v, tau, T, dt, gain, friction, p_prev, beta_prev, r, M, C, g, p, beta):
-    """p, beta of this sample; r advanced by dt [s] from (p_prev, beta_prev) when dt > 0.
+def observer_one(handle, q, v, tau, T, dt, gain, friction, state, mats):
+    """One sample: state (6, nv) holds p, beta of the previous sample, r, then scratch; r is
+    advanced by dt [s] when dt > 0, and p, beta become this sample's. mats (2, nv, nv): scratch.
 
     friction (4, n): Coulomb, viscous, offset per joint and (row 3, entry 0) the tanh smoothing
-    velocity; zeros for none. M, C (nv, nv), g (nv,) are scratch. BAD_INPUT for a wrong length,
-    NaN or a pose outside SE(3).
+    velocity; zeros for none. BAD_INPUT for a wrong length, NaN or a pose outside SE(3).
     """
     mf, mi = model_arrays(handle)
     if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, tau))):
         return BAD_INPUT
     nb, n, nv = sizes(mi)
     ws = workspace(mf, mi)
+    M, C = mats[0], mats[1]
+    p_prev, beta_prev, r, g, p, beta = state[0], state[1], state[2], state[3], state[4], state[5]
     mass_matrix_sample(mf, mi, ws, q, M)
     coriolis_sample(mf, mi, ws, q, v, C)
     gravity_sample(mf, mi, ws, q, T, g)
@@ -42,9 +44,11 @@ def observer_one(handle, q, v, tau, T, dt, gain, friction, p_prev, beta_prev, r,
     for j in range(n):
         qd = v[nv - n + j]
         beta[nv - n + j] -= friction[0, j] * math.tanh(qd / smoothing) + friction[1, j] * qd + friction[2, j]
-    if dt > 0.0:
-        for i in range(nv):
+    for i in range(nv):
+        if dt > 0.0:
             decay = math.exp(-gain[i] * dt)
             ds = p[i] - p_prev[i] - 0.5 * (beta[i] + beta_prev[i]) * dt
             r[i] = decay * r[i] + (1.0 - decay) * ds / dt
+        p_prev[i] = p[i]
+        beta_prev[i] = beta[i]
     return OK
