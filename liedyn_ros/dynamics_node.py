@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,7 @@ from liedyn_ros.pipeline.payload import DYNAMICS_PARAMETERS, Dynamics, dynamics_
 # name -> (default, description); the types follow the defaults.
 PARAMETERS: dict[str, tuple[Any, str]] = {
     "robot_description": ("", "URDF XML; empty: wait for the robot_description topic"),
+    "strict_urdf": (False, "true: refuse URDF flaws that ROS tools accept (non-PSD inertia, mimic of no moving joint)"),
     "floating_base": (False, "true: add a floating base; false: the URDF decides (floating root joint)"),
     "base_link": ("", "odometry child frame / base output frame; empty: the URDF root link"),
     "gravity": ([0.0, 0.0, -9.81], "world-frame gravity vector [m/s^2]"),
@@ -93,7 +95,8 @@ DIAG_OK, DIAG_WARN, DIAG_ERROR = b"\x00", b"\x01", b"\x02"
 
 def config_from(values: dict[str, Any]) -> PipelineConfig:
     """PipelineConfig from parameter values; raises ValueError naming a bad parameter."""
-    return config_from_parameters({k: v for k, v in values.items() if k not in DYNAMICS_PARAMETERS})
+    return config_from_parameters({k: v for k, v in values.items()
+                                   if k not in DYNAMICS_PARAMETERS and k != "strict_urdf"})
 
 
 class DynamicsNode(Node):
@@ -117,6 +120,8 @@ class DynamicsNode(Node):
         self._last_diag = (time.monotonic(), 0, 0, 0)
         self._outputs = self._create_publishers()
         self._contact_subscriptions: list[Any] = []
+        self._odom_subscription: Any = None  # only a floating-base model listens to odometry
+        self._warned_flaws: set[str] = set()
         self._create_subscriptions()
         period = float(self.get_parameter("diagnostics_period").value)
         self.create_timer(period, self._publish_diagnostics)
@@ -147,10 +152,6 @@ class DynamicsNode(Node):
             sensor_msgs.JointState, "joint_states", self._on_joint_state,
             qos_profile_sensor_data, qos_overriding_options=overrides,
         )
-        self.create_subscription(
-            Odometry, "odom", self._on_odometry, qos_profile_sensor_data,
-            qos_overriding_options=overrides,
-        )
         self.create_subscription(trajectory_msgs.JointTrajectory, "reference", self._on_reference, 10)
         latched = QoSProfile(
             depth=1, reliability=ReliabilityPolicy.RELIABLE,
@@ -158,6 +159,18 @@ class DynamicsNode(Node):
         )
         # Relative: /robot_description at the root, or robot_state_publisher's topic in our namespace.
         self.create_subscription(std_msgs.String, "robot_description", self._on_description, latched)
+
+    def _wire_odometry(self, floating: bool) -> None:
+        """Subscribe to odometry for a floating base; a fixed base (an arm on a wheeled base
+        that publishes odom) does not listen to it."""
+        if floating and self._odom_subscription is None:
+            self._odom_subscription = self.create_subscription(
+                Odometry, "odom", self._on_odometry, qos_profile_sensor_data,
+                qos_overriding_options=QoSOverridingOptions.with_default_policies(),
+            )
+        elif not floating and self._odom_subscription is not None:
+            self.destroy_subscription(self._odom_subscription)
+            self._odom_subscription = None
 
     def _wire_contacts(self, config: PipelineConfig) -> None:
         """Contact wrench publishers and the contact-state subscriptions of ``contact_source``."""
@@ -201,7 +214,10 @@ class DynamicsNode(Node):
         """(Re)build model and pipeline; on failure keep no model and say why."""
         values = {name: self.get_parameter(name).value for name in PARAMETERS}
         try:
-            model = core.load_urdf(description, floating_base=bool(values["floating_base"]))
+            with warnings.catch_warnings(record=True) as flaws:
+                warnings.simplefilter("always", core.URDFWarning)
+                model = core.load_urdf(description, floating_base=bool(values["floating_base"]),
+                                       strict=bool(values["strict_urdf"]))
             model = model.with_gravity(np.asarray(values["gravity"], dtype=np.float64))
             dynamics = dynamics_from(model, values)
             config = config_from(values)
@@ -215,22 +231,37 @@ class DynamicsNode(Node):
             self.get_logger().error(f"cannot build the dynamics model: {exc}")
             return
         logger = self.get_logger()
+        for flaw in flaws:  # once per flaw for the node's life, not once per rebuild
+            if issubclass(flaw.category, core.URDFWarning) and str(flaw.message) not in self._warned_flaws:
+                self._warned_flaws.add(str(flaw.message))
+                logger.warning(f"URDF flaw accepted (strict_urdf: true refuses it): {flaw.message}")
         self._urdf_model, self._swap = model, None
+        if self._pipeline is not None:
+            self._pipeline.close()
         self._pipeline = pipeline
+        self._wire_odometry(model.floating_base)
         self._wire_contacts(config)
-        logger.info("preparing the compiled dynamics (a minute on the first run after an install)")
-        seconds = self._pipeline.prepare_kernels()
+        if pipeline.contacts is None:
+            # The first samples run on the reference implementation while numba compiles.
+            pipeline.start_warmup()
+            ready = "compiled kernels building in the background" if pipeline.warming_up else "compiled kernels loaded"
+        else:
+            logger.info("preparing the compiled dynamics (a minute on the first run after an install)")
+            ready = f"compiled kernels ready in {pipeline.prepare_kernels():.1f} s"
         self._factory = factory
         self._description = description
         kind = "floating" if model.floating_base else "fixed"
         self._model_status = f"{model.n} joints, {kind} base, root link {model.root_link}"
-        logger.info(f"dynamics model ready in {seconds:.1f} s: {self._model_status}, joints {list(model.joint_names)}")
+        logger.info(f"dynamics model ready ({ready}): {self._model_status}, joints {list(model.joint_names)}")
 
     def _validate_parameters(self, params: list[Parameter]) -> SetParametersResult:
         """Reject bad values before they are set. Payload and friction changes alone build the new
         model here and swap it in before the next sample; anything else rebuilds the pipeline."""
+        params = [p for p in params if p.name in PARAMETERS]
+        if not params:  # another parameter (a QoS override declared by a subscription): nothing to rebuild
+            return SetParametersResult(successful=True)
         values = {name: self.get_parameter(name).value for name in PARAMETERS}
-        values.update({p.name: p.value for p in params if p.name in PARAMETERS})
+        values.update({p.name: p.value for p in params})
         try:
             config_from(values)
             gravity = np.asarray(values["gravity"], dtype=np.float64)
@@ -287,6 +318,11 @@ class DynamicsNode(Node):
         if self._pipeline is not None:
             self._pipeline.on_contact_wrench(index, msg)
 
+    def close(self) -> None:
+        """Stop a kernel build still running in the background."""
+        if self._pipeline is not None:
+            self._pipeline.close()
+
     # -- diagnostics --------------------------------------------------------------------------
 
     def _publish_diagnostics(self) -> None:
@@ -309,6 +345,8 @@ class DynamicsNode(Node):
                 KeyValue(key="published", value=str(stats.published)),
                 KeyValue(key="compute_time_us_mean", value=f"{stats.mean_compute_s * 1e6:.1f}"),
                 KeyValue(key="compute_time_us_last", value=f"{stats.last_compute_s * 1e6:.1f}"),
+                KeyValue(key="compiled_kernels", value="compiling (reference path)" if pipe.warming_up else "ready"),
+                KeyValue(key="reference_samples", value=str(stats.reference_samples)),
             ]
             values += [KeyValue(key=f"skipped_{r.value}", value=str(c)) for r, c in stats.skipped.items()]
             if pipe.contacts is not None:
@@ -347,6 +385,7 @@ def main(args: list[str] | None = None) -> None:
     except (KeyboardInterrupt, ExternalShutdownException):
         pass  # Ctrl-C or the launch system stopping us: a normal exit
     finally:
+        node.close()
         node.destroy_node()
         rclpy.try_shutdown()
 

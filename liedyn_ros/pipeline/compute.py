@@ -62,6 +62,7 @@ def compute_outputs(
     *,
     ff_state: tuple[FloatArray, FloatArray] | None = None,
     friction: core.Friction | None = None,
+    algorithms: Any = None,
 ) -> DynamicsOutputs:
     """Feedforward, gravity and predicted accelerations, batched over leading dimensions.
 
@@ -72,14 +73,17 @@ def compute_outputs(
     trajectory) instead of (q, v). Returns joint-space parts of length n; the base parts go
     to ``base_wrench`` / ``base_acc_pred``. A single sample of contiguous float64 vectors
     takes the core's single-sample fast path (the node's case). ``friction`` adds its torque
-    at the feedforward's joint velocities to tau_ff (friction compensation).
+    at the feedforward's joint velocities to tau_ff (friction compensation). ``algorithms``
+    supplies rnea, gravity and aba: the core (compiled kernels, None), or ``core.reference``
+    (the same results, no compilation) while the kernels are being built.
     """
+    algorithms = core if algorithms is None else algorithms
     q_ff, v_ff = (q, v) if ff_state is None else ff_state
-    tau_ff_full = core.rnea(model, q_ff, v_ff, a, base_pose=base_pose)
+    tau_ff_full = algorithms.rnea(model, q_ff, v_ff, a, base_pose=base_pose)
     if friction is not None:
         tau_ff_full[..., model.nv - model.n:] += core.friction_torque(friction, v_ff[..., model.nv - model.n:])
-    tau_g_full = core.gravity(model, q, base_pose=base_pose)
-    acc_full = _predict_accelerations(model, q, v, effort, base_pose)
+    tau_g_full = algorithms.gravity(model, q, base_pose=base_pose)
+    acc_full = _predict_accelerations(model, q, v, effort, base_pose, algorithms)
     if not model.floating_base:
         return DynamicsOutputs(tau_ff_full, tau_g_full, acc_full)
     return DynamicsOutputs(
@@ -91,14 +95,15 @@ def compute_outputs(
 
 
 def _predict_accelerations(
-    model: Any, q: FloatArray, v: FloatArray, effort: FloatArray | None, base_pose: FloatArray | None
+    model: Any, q: FloatArray, v: FloatArray, effort: FloatArray | None, base_pose: FloatArray | None,
+    algorithms: Any,
 ) -> FloatArray | None:
     """aba with the measured efforts; the floating base gets zero generalized force."""
     if effort is None:
         return None
     if effort.ndim == 1:
         tau = np.concatenate((_NO_BASE_WRENCH, effort)) if model.floating_base else effort
-        return core.aba(model, q, v, tau, base_pose=base_pose)
+        return algorithms.aba(model, q, v, tau, base_pose=base_pose)
     # Batch: run aba only on rows that have efforts; the core rejects NaN by contract.
     effort = np.asarray(effort, dtype=np.float64)
     if model.floating_base:
@@ -106,7 +111,7 @@ def _predict_accelerations(
     valid = np.isfinite(effort).all(axis=-1)
     out = np.full(effort.shape, np.nan)
     if valid.any():
-        out[valid] = core.aba(
+        out[valid] = algorithms.aba(
             model, q[valid], v[valid], effort[valid],
             base_pose=None if base_pose is None else base_pose[valid],
         )

@@ -8,7 +8,8 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from liedyn_ros import core
-from liedyn_ros.core import SingularInertiaError
+from liedyn_ros.core import SingularInertiaError, reference
+from liedyn_ros.core.fast.warmup import KernelWarmup
 from liedyn_ros.pipeline.compute import DynamicsOutputs, compute_contact_outputs, compute_outputs, prepare_kernels
 from liedyn_ros.pipeline.config import (
     NS_PER_S, AccelerationSource, ContactSource, FloatArray, Logger, PipelineConfig, SkipReason,
@@ -46,6 +47,7 @@ class PipelineStats:
     skipped: dict[SkipReason, int] = field(default_factory=dict)
     last_compute_s: float = 0.0
     total_compute_s: float = 0.0
+    reference_samples: int = 0  # computed by core.reference while the kernels were compiling
     # Contact forces that are not physical, never hidden: contacts pulling or outside the
     # friction cone, samples whose motion no contact force realises (least squares used).
     contact_pulling: int = 0
@@ -115,6 +117,8 @@ class DynamicsPipeline:
         # Set when the model turns out to have no forward dynamics (a massless link on a moving
         # joint): the torques go on, the predicted accelerations stop.
         self._no_forward_dynamics = False
+        # While set, the compiled kernels are being built in a child process (start_warmup).
+        self._warmup: KernelWarmup | None = None
         self.contacts = resolve_contacts(model, self.config)
         self._contact_state: ContactState | None = None
         self._sensors = None if self.contacts is None else WrenchSensors(
@@ -318,7 +322,15 @@ class DynamicsPipeline:
         pose: FloatArray | None, ff_state: tuple[FloatArray, FloatArray] | None, active: np.ndarray | None,
     ) -> DynamicsOutputs:
         if self.contacts is None or active is None:
-            return compute_outputs(model, q, v, a, effort, pose, ff_state=ff_state, friction=friction)
+            algorithms = None  # the core's compiled kernels
+            if self._warmup is not None:
+                if self._warmup.ready():
+                    self._warmup = None
+                else:
+                    algorithms = reference
+                    self.stats.reference_samples += 1
+            return compute_outputs(model, q, v, a, effort, pose, ff_state=ff_state, friction=friction,
+                                   algorithms=algorithms)
         out = compute_contact_outputs(model, self.contacts, q, v, a, effort, pose, active,
                                       solution=self.config.contact_solution, ff_state=ff_state, friction=friction)
         checks, stats = out.checks, self.stats
@@ -358,6 +370,26 @@ class DynamicsPipeline:
     def _forget_forward_dynamics(self, exc: SingularInertiaError) -> None:
         self._no_forward_dynamics = True
         self._log(f"no predicted accelerations for this model: {exc}")
+
+    def start_warmup(self, warmup: KernelWarmup | None = None) -> None:
+        """Build the single-sample kernels in a child process (``warmup``, by default a new
+        core.fast.warmup.KernelWarmup) and compute the samples with the reference implementation
+        until they are ready: the first output comes without waiting for numba. Contacts use
+        more kernels: call prepare_kernels for them."""
+        if self.contacts is not None:
+            raise ValueError("start_warmup: a pipeline with contacts needs prepare_kernels")
+        self._warmup = warmup or KernelWarmup()
+
+    @property
+    def warming_up(self) -> bool:
+        """True while the samples are computed by the reference (the kernels still compiling)."""
+        return self._warmup is not None and self._warmup.compiling
+
+    def close(self) -> None:
+        """Stop a kernel build still running in its child process."""
+        if self._warmup is not None:
+            self._warmup.close()
+            self._warmup = None
 
     def prepare_kernels(self) -> float:
         """prepare_kernels for the node's single samples; returns the seconds it took. A model
