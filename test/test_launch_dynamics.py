@@ -74,9 +74,15 @@ class TestDynamicsOutputs(unittest.TestCase):
         self.assertAlmostEqual(grav.effort[0], gravity_torque, places=9)
         expected_qdd = (effort - gravity_torque) / (MASS * LENGTH**2)
         self.assertAlmostEqual(acc.points[0].accelerations[0], expected_qdd, places=9)
+        # A fixed-base model does not listen to odometry (a mobile manipulator's odom is not its base).
+        self.assertEqual(self.probe.count_subscribers("/odom"), 0)
 
 
 @launch_testing.post_shutdown_test()
 class TestShutdown(unittest.TestCase):
     def test_clean_exit(self, proc_info) -> None:  # type: ignore[no-untyped-def]
         launch_testing.asserts.assertExitCodes(proc_info)
+
+    def test_model_built_once(self, proc_output, dynamics) -> None:  # type: ignore[no-untyped-def]
+        text = "".join(out.text.decode(errors="replace") for out in proc_output[dynamics])
+        self.assertEqual(text.count("dynamics model ready"), 1, text)

@@ -1,0 +1,198 @@
+"""Latency under real ROS 2: JointState publish -> feedforward_torque arrival in another process.
+
+For the 7-DoF Panda arm (fixed base) and Solo12 (12 joints on a floating base, odometry sent
+with each joint state) it starts `dynamics_node` in its own process, publishes joint states
+(with efforts, so the node also runs ABA and publishes predicted accelerations) at --rate Hz
+from this process and records, for every feedforward_torque that arrives here, now minus its
+stamp (the node copies the joint state's stamp, which is the publish time). Samples are counted
+after the node reports its compiled kernels ready. It prints p50 / p90 / p99 / max and the
+samples lost, and, to show where the time goes, the same figures for an echo node (a JointState
+relayed unchanged: executor and DDS alone) and the node's own compute time from /diagnostics.
+
+Run where ROS 2 is sourced:  python benchmarks/bench_ros_latency.py [--seconds S] [--rate HZ]
+Without rclpy it prints that it is skipped and exits 0.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+try:
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+    from nav_msgs.msg import Odometry
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import JointState
+except ImportError:
+    print("bench_ros_latency: skipped, no ROS 2 (rclpy) in this environment")
+    sys.exit(0)
+
+from bench_pipeline import seven_dof_panda
+
+from liedyn_ros import core
+from liedyn_ros.robot_data import robots_dir
+
+ECHO = "echo"  # the relay run as a baseline
+
+
+def echo_main() -> None:
+    """A JointState relay (joint_states -> feedforward_torque), the node's QoS: executor + DDS alone."""
+    from rclpy.qos import qos_profile_sensor_data
+
+    rclpy.init()
+    node = Node("latency_echo")
+    pub = node.create_publisher(JointState, "feedforward_torque", 10)
+    node.create_subscription(JointState, "joint_states", pub.publish, qos_profile_sensor_data)
+    try:
+        rclpy.spin(node)
+    except Exception:  # noqa: BLE001 - stopped by the benchmark
+        pass
+
+
+def start(kind: str, urdf: str, floating: bool, workdir: Path) -> subprocess.Popen[bytes]:
+    """The process under test: dynamics_node with this URDF, or the echo relay."""
+    if kind == ECHO:
+        cmd = [sys.executable, __file__, "--echo"]
+    else:
+        params = workdir / "params.yaml"
+        import yaml
+
+        params.write_text(yaml.safe_dump({"liedyn_dynamics": {"ros__parameters": {
+            "robot_description": urdf, "floating_base": floating, "diagnostics_period": 0.5}}}))
+        cmd = [sys.executable, "-m", "liedyn_ros.dynamics_node", "--ros-args", "--params-file", str(params)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+class Probe(Node):
+    """Publishes joint states (and odometry) with stamp = publish time; records arrival - stamp."""
+
+    def __init__(self, model: core.Model) -> None:
+        super().__init__("latency_probe")
+        self.model = model
+        self.js_pub = self.create_publisher(JointState, "joint_states", 10)
+        self.odom_pub = self.create_publisher(Odometry, "odom", 10)
+        reliable = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+        self.create_subscription(JointState, "feedforward_torque", self._on_output, reliable)
+        self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
+        self.latencies: dict[int, float] = {}
+        self.recording = False
+        self.kernels_ready = False
+        self.compute_us: list[float] = []
+        rng = np.random.default_rng(0)
+        self.q, self.qd = rng.uniform(-1, 1, model.n), rng.normal(size=model.n)
+        self.effort = rng.normal(size=model.n)
+
+    def _on_output(self, msg: JointState) -> None:
+        arrived = time.time_ns()
+        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        if self.recording:
+            self.latencies[stamp] = (arrived - stamp) * 1e-9
+        self.got_any = True
+
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            values = {kv.key: kv.value for kv in status.values}
+            if values.get("compiled_kernels") == "ready":
+                self.kernels_ready = True
+            if self.recording and "compute_time_us_last" in values:
+                self.compute_us.append(float(values["compute_time_us_mean"]))
+
+    def publish(self, stamp_ns: int) -> None:
+        sec, nsec = divmod(stamp_ns, 1_000_000_000)
+        if self.model.floating_base:
+            odom = Odometry()
+            odom.header.stamp.sec, odom.header.stamp.nanosec = sec, nsec
+            odom.child_frame_id = self.model.root_link
+            odom.pose.pose.orientation.w = 1.0
+            self.odom_pub.publish(odom)
+        js = JointState()
+        js.header.stamp.sec, js.header.stamp.nanosec = sec, nsec
+        js.name = list(self.model.joint_names)
+        js.position, js.velocity, js.effort = self.q.tolist(), self.qd.tolist(), self.effort.tolist()
+        self.js_pub.publish(js)
+
+
+def run_case(kind: str, model: core.Model, urdf: str, seconds: float, rate: float) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = start(kind, urdf, model.floating_base, Path(tmp))
+        probe = Probe(model)
+        executor = SingleThreadedExecutor()
+        executor.add_node(probe)
+        spinner = threading.Thread(target=executor.spin, daemon=True)
+        spinner.start()
+        try:
+            # Until outputs flow (and, for the node, its kernels are compiled): 100 Hz.
+            probe.got_any = False
+            deadline = time.monotonic() + 600
+            while time.monotonic() < deadline and not (probe.got_any and (kind == ECHO or probe.kernels_ready)):
+                probe.publish(time.time_ns())
+                time.sleep(0.01)
+            time.sleep(0.5)
+            probe.recording = True
+            period = 1.0 / rate
+            sent: list[int] = []
+            next_t = time.perf_counter()
+            for _ in range(int(seconds * rate)):
+                next_t += period
+                while (left := next_t - time.perf_counter()) > 0:
+                    time.sleep(left if left > 2e-4 else 0)
+                stamp = time.time_ns()
+                probe.publish(stamp)
+                sent.append(stamp)
+            time.sleep(1.0)
+            probe.recording = False
+        finally:
+            executor.shutdown()
+            probe.destroy_node()
+            proc.terminate()
+            proc.wait(10)
+        got = np.array([probe.latencies[s] for s in sent if s in probe.latencies]) * 1e6
+        return {"sent": len(sent), "lost": len(sent) - got.size,
+                "p50": np.percentile(got, 50), "p90": np.percentile(got, 90),
+                "p99": np.percentile(got, 99), "max": got.max(),
+                "compute": float(np.median(probe.compute_us)) if probe.compute_us else float("nan")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per case")
+    parser.add_argument("--rate", type=float, default=1000.0, help="joint states per second")
+    parser.add_argument("--echo", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.echo:
+        echo_main()
+        return
+    robots = robots_dir()
+    solo = (robots / "solo_description/robots/solo12.urdf").read_text()
+    cases = {
+        "Panda arm (7, fixed)": (seven_dof_panda(), False),
+        "Solo12 (6+12, floating)": (solo, True),
+    }
+    rclpy.init()
+    print(f"JointState publish -> feedforward_torque arrival, {args.rate:.0f} Hz for {args.seconds:.0f} s, "
+          f"RMW {os.environ.get('RMW_IMPLEMENTATION', 'default')}")
+    print(f"{'robot':<24} {'process':<13} {'p50 us':>7} {'p90 us':>7} {'p99 us':>7} {'max us':>8} "
+          f"{'lost':>9} {'node compute us':>15}")
+    for name, (urdf, floating) in cases.items():
+        model = core.load_urdf(urdf, floating_base=floating)
+        for kind in (ECHO, "dynamics_node"):
+            r = run_case(kind, model, urdf, args.seconds, args.rate)
+            print(f"{name:<24} {kind:<13} {r['p50']:7.0f} {r['p90']:7.0f} {r['p99']:7.0f} {r['max']:8.0f} "
+                  f"{r['lost']:>4}/{r['sent']:<4} {r['compute']:15.0f}", flush=True)
+    rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    main()
