@@ -825,7 +825,7 @@ def test_floating_base_estimated_acceleration_includes_the_base(floating: Any, f
 # ---------------------------------------------------------------------------- shipped config
 
 REPO = Path(__file__).resolve().parents[1]
-NODE_ONLY = {"robot_description", "floating_base", "gravity", "diagnostics_period"} | set(DYNAMICS_PARAMETERS)
+NODE_ONLY = {"robot_description", "floating_base", "strict_urdf", "gravity", "diagnostics_period"} | set(DYNAMICS_PARAMETERS)
 
 
 def read_ros_parameters(path: Path) -> dict[str, Any]:
