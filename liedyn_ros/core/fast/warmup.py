@@ -69,10 +69,13 @@ class KernelWarmup:
         if cached:
             self._load()
         else:
-            # The child imports this package from where the caller found it.
+            # The child imports this package from where the caller found it (its sys.path, not
+            # the working directory, which `python -c` would put first). Its own session keeps a
+            # terminal's Ctrl-C for the caller, which stops the child in close().
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+            code = f"import sys; del sys.path[0]; from {__name__} import main; main(sys.argv[1], sys.argv[2:])"
             self._child = subprocess.Popen(
-                [sys.executable, "-m", __name__, str(marker), *self.names], env=env,
+                [sys.executable, "-c", code, str(marker), *self.names], env=env, start_new_session=True,
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )
 
