@@ -12,7 +12,7 @@ import numpy as np
 import pinocchio as pin
 
 from liedyn_ros import core
-from liedyn_ros.core.fast.warmup import KernelWarmup
+from liedyn_ros.core.fast.warmup import NODE_KERNELS, KernelWarmup
 from liedyn_ros.pipeline import DynamicsPipeline
 from test_pipeline import ARM, ARM_XML, rclpy_joint_state
 
@@ -22,7 +22,7 @@ def test_first_samples_use_the_reference_then_the_kernels(tmp_path: Path) -> Non
     pin_model = pin.buildModelFromXML(ARM_XML)
     pipe = DynamicsPipeline(model)
     marker = tmp_path / "warm"  # no marker yet: the warm-up must start a child
-    pipe.start_warmup(KernelWarmup(marker=marker))
+    pipe.start_warmup(KernelWarmup(NODE_KERNELS + ("observer_one",), marker=marker))
     assert pipe.warming_up
     rng = np.random.default_rng(5)
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from liedyn_ros import core
 from liedyn_ros.core import SingularInertiaError, reference
-from liedyn_ros.core.fast.warmup import KernelWarmup
+from liedyn_ros.core.fast.warmup import NODE_KERNELS, KernelWarmup
 from liedyn_ros.pipeline.compute import DynamicsOutputs, compute_contact_outputs, compute_outputs, prepare_kernels
 from liedyn_ros.pipeline.config import (
     NS_PER_S, AccelerationSource, ContactSource, FloatArray, Logger, PipelineConfig, SkipReason,
@@ -282,8 +282,8 @@ class DynamicsPipeline:
         Without a measured effort the observer cannot integrate: it starts over at the next one.
         """
         observer = self._observer
-        if not self.config.external_torque_observer:
-            return None, None
+        if not self.config.external_torque_observer or self._warmup is not None:
+            return None, None  # off, or its kernel still compiling (it starts when it is ready)
         if sample.effort is None:
             observer.reset()
             self.collision = None
@@ -378,7 +378,8 @@ class DynamicsPipeline:
         more kernels: call prepare_kernels for them."""
         if self.contacts is not None:
             raise ValueError("start_warmup: a pipeline with contacts needs prepare_kernels")
-        self._warmup = warmup or KernelWarmup()
+        observer = ("observer_one",) if self.config.external_torque_observer else ()
+        self._warmup = warmup or KernelWarmup(NODE_KERNELS + observer)
 
     @property
     def warming_up(self) -> bool:

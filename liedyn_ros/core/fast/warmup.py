@@ -21,7 +21,8 @@ from pathlib import Path
 
 __all__ = ["KernelWarmup", "NODE_KERNELS", "MARKER"]
 
-# The kernels of one sample of rnea, gravity and aba (the node without contacts).
+# The kernels of one sample of rnea, gravity and aba (the node without contacts; its momentum
+# observer adds "observer_one").
 NODE_KERNELS = ("rnea_one", "gravity_one", "hybrid_one")
 
 _HERE = Path(__file__).parent
