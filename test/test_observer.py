@@ -298,3 +298,22 @@ def test_collision_events_hysteresis_and_blocks():
         core.collision_events(t, r, [1.0, 0.0])
     with pytest.raises(ValueError, match="release"):
         core.collision_events(t, r, 1.0, release=1.5)
+
+
+def test_lone_floating_body_held_against_a_push():
+    """No joint at all (a drone's body): the compiled step has no friction column to read. Held
+    still (base wrench = g - F, Pinocchio's gravity wrench), r is the exact step response to F."""
+    urdf = ('<robot name="box"><link name="world"/><link name="body"><inertial><origin xyz="0.1 0 0"/>'
+            '<mass value="2"/><inertia ixx="0.1" ixy="0" ixz="0" iyy="0.2" iyz="0" izz="0.3"/></inertial></link>'
+            '<joint name="fly" type="floating"><parent link="world"/><child link="body"/></joint></robot>')
+    model = core.load_urdf(urdf)
+    pm = pin.buildModelFromXML(urdf)  # its floating joint is a free-flyer
+    pose = np.eye(4)
+    pose[:3, 3] = [0.0, 0.0, 1.0]
+    q_pin, E = core.to_pinocchio(model, np.zeros(0), np.eye(6), base_pose=pose)
+    g = pin.computeGeneralizedGravity(pm, pm.createData(), q_pin) @ E.T
+    F = np.array([0.5, -0.2, 0.1, 3.0, 0.0, -4.0])
+    obs = core.MomentumObserver(model, 40.0)
+    t = np.array([0.0, 0.002, 0.0035, 0.01])
+    r = np.array([obs.update(tk, np.zeros(0), np.zeros(6), g - F, base_pose=pose) for tk in t])
+    np.testing.assert_allclose(r, (1 - np.exp(-40.0 * t))[:, None] * F, atol=1e-9)

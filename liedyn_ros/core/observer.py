@@ -64,7 +64,8 @@ class MomentumObserver:
         if friction is not None and friction.coulomb.shape != (model.n,):
             raise ValueError(f"friction: expected parameters for the {model.n} joints, got {friction.coulomb.shape[0]}")
         self.friction = friction
-        # The compiled step's friction rows (Coulomb, viscous, offset, smoothing) and scratch M, C, g.
+        # The compiled step's friction rows (Coulomb, viscous, offset, smoothing), its state
+        # (p, beta, r of the last sample, scratch g, p, beta) and scratch M, C.
         n, nv = model.n, model.nv
         self._friction_table = np.zeros((4, n))
         self._friction_table[3] = 1.0

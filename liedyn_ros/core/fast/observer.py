@@ -40,10 +40,9 @@ def observer_one(handle, q, v, tau, T, dt, gain, friction, state, mats):
             ci += C[j, i] * v[j]
         p[i] = pi
         beta[i] = tau[i] + ci - g[i]
-    smoothing = friction[3, 0]
-    for j in range(n):
+    for j in range(n):  # (a lone floating body has no joint, and friction no column)
         qd = v[nv - n + j]
-        beta[nv - n + j] -= friction[0, j] * math.tanh(qd / smoothing) + friction[1, j] * qd + friction[2, j]
+        beta[nv - n + j] -= friction[0, j] * math.tanh(qd / friction[3, 0]) + friction[1, j] * qd + friction[2, j]
     for i in range(nv):
         if dt > 0.0:
             decay = math.exp(-gain[i] * dt)
