@@ -27,7 +27,7 @@ from ..fast.rnea import rnea_sample
 from ..fast.spatial import bjit, ijit, jit, twist_to_child
 from ..model import Model
 
-__all__ = ["FastConstraints", "constrained_aba_one", "contact_terms_many", "VIOLATED"]
+__all__ = ["FastConstraints", "constrained_aba_one", "constrained_rnea_one", "contact_terms_many", "VIOLATED"]
 
 VIOLATED = 3  # |A v| above tol: the reference words the error
 # A pivot of K below this fraction of its diagonal entry: K is (numerically) singular.
@@ -57,6 +57,8 @@ class FastConstraints:
         self.terms_scratch_size = terms_scratch_size(model.nb)
         self.scratch = np.empty(self.scratch_size)
         self.all_active = np.ones(cs.k, dtype=bool)
+        self.ones = np.ones(max(nv, cs.m))  # unit weights (the kernels read the first n_a or m)
+        self.base_passive = np.arange(nv) < base  # a floating base's six coordinates
 
     @staticmethod
     def supports(cs) -> bool:
@@ -230,6 +232,43 @@ def contact_rows(mf, mi, ci, cf, k, Rw, pw, V, dV0, sw, Ra, pa, h, A, c):
 
 
 @ijit
+def cholesky_rel(K):
+    """K <- its lower Cholesky factor C (K = C C^T) in place; False when a pivot vanishes against its
+    diagonal entry (K singular to PIVOT_RTOL: the reference's pseudo-inverse takes over)."""
+    n = K.shape[0]
+    for j in range(n):
+        d = K[j, j]
+        for s in range(j):
+            d -= K[j, s] * K[j, s]
+        if not d > PIVOT_RTOL * K[j, j]:
+            return False
+        d = math.sqrt(d)
+        K[j, j] = d
+        for r in range(j + 1, n):
+            t = K[r, j]
+            for s in range(j):
+                t -= K[r, s] * K[j, s]
+            K[r, j] = t / d
+    return True
+
+
+@ijit
+def cho_solve(C, x):
+    """x <- (C C^T)^-1 x for the factor C of cholesky_rel."""
+    n = C.shape[0]
+    for r in range(n):
+        t = x[r]
+        for s in range(r):
+            t -= C[r, s] * x[s]
+        x[r] = t / C[r, r]
+    for r in range(n - 1, -1, -1):
+        t = x[r]
+        for s in range(r + 1, n):
+            t -= C[s, r] * x[s]
+        x[r] = t / C[r, r]
+
+
+@ijit
 def dot(x, y):
     s = 0.0
     for i in range(x.shape[0]):
@@ -321,29 +360,11 @@ def constrained_aba_sample(mf, mi, ws, ci, cf, sc, q, v, tau, T, active, params,
             K[r, s] = dot(Y[r], Y[s])
         if K[r, r] == 0.0:  # an inactive row: lam_r = 0
             K[r, r] = 1.0
-    for j in range(m):  # K = C C^T, a pivot that vanishes against its diagonal entry: singular
-        d = K[j, j]
-        for s in range(j):
-            d -= K[j, s] * K[j, s]
-        if not d > PIVOT_RTOL * K[j, j]:
-            return SINGULAR
-        d = math.sqrt(d)
-        K[j, j] = d
-        for r in range(j + 1, m):
-            s_ = K[r, j]
-            for s in range(j):
-                s_ -= K[r, s] * K[j, s]
-            K[r, j] = s_ / d
+    if not cholesky_rel(K):
+        return SINGULAR
     for r in range(m):
-        s_ = -rhs[r]
-        for s in range(r):
-            s_ -= K[r, s] * lam[s]
-        lam[r] = s_ / K[r, r]
-    for r in range(m - 1, -1, -1):
-        s_ = lam[r]
-        for s in range(r + 1, m):
-            s_ -= K[s, r] * lam[s]
-        lam[r] = s_ / K[r, r]
+        lam[r] = -rhs[r]
+    cho_solve(K, lam)
     for i in range(nv):
         x[i] = 0.0
     for r in range(m):
@@ -362,3 +383,141 @@ def constrained_aba_one(handle, ci, cf, sc, q, v, tau, T, active, params, a, lam
     if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, tau))) or active.shape[0] != ci[0]:
         return BAD_INPUT
     return constrained_aba_sample(mf, mi, workspace(mf, mi), ci, cf, sc, q, v, tau, T, active, params, a, lam)
+
+
+@jit
+def constrained_rnea_sample(mf, mi, ws, ci, cf, sc, q, v, a, T, active, passive, w, min_force, tol, tau, lam):
+    """Kim 3.1 for full-rank cases: (tau, lam) into tau (nv,), lam (m,). Returns a status.
+
+    With G = A_p^T (passive columns of A) of full row rank and tau_r = rnea(q, v, a):
+      min_force (weights w per row):  lam = W^-1 G^T (G W^-1 G^T)^-1 tau_pr
+      min_torque (w per active coordinate), by the KKT system's Schur complement, with
+        H = A_a W A_a^T positive definite:  lam = H^-1 (A_a W tau_ar - G^T mu),
+        (G H^-1 G^T) mu = G H^-1 A_a W tau_ar - tau_pr
+    then tau = tau_r - A^T lam, zero on the passive coordinates. A singular H or G W^-1 G^T
+    (ties, too few constraints) returns SINGULAR: the reference's pseudo-inverses answer.
+    """
+    mf, mi, ci, cf, sc = borrowed(mf), borrowed(mi), borrowed(ci), borrowed(cf), borrowed(sc)
+    q, v, a, T, tau, lam = borrowed(q), borrowed(v), borrowed(a), borrowed(T), borrowed(tau), borrowed(lam)
+    nb, n, nv = sizes(mi)
+    m = ci[1]
+    n_p = 0
+    for j in range(nv):
+        n_p += 1 if passive[j] else 0
+    S, o = block(sc, 0, n_p, n_p)
+    o = o + nv * nv - n_p * n_p
+    vecs, o = block(sc, o, 3, nv)
+    A, o = block(sc, o, m, nv)
+    Z, o = block(sc, o, nv, m)  # row k: H^-1 G^T e_k for the k-th passive coordinate
+    H, o = block(sc, o, m, m)
+    mvecs, o = block(sc, o, 3, m)
+    mu, c = vecs[0], mvecs[0]
+    g = mvecs[1]
+    rnea_sample(mf, mi, ws, q, v, a, T, np.empty((0, nb, 6)), np.empty((0, 6)), 0, tau)
+    contact_terms(mf, mi, ci, cf, reshaped(sc, o, (sc.shape[0] - o,)), q, v, T, active, A, c)
+    for r in range(m):
+        if not abs(dot(A[r], v)) <= tol:
+            return VIOLATED
+    if min_force:
+        ip = 0
+        for i in range(nv):
+            if not passive[i]:
+                continue
+            kp = 0
+            for k in range(i + 1):
+                if passive[k]:
+                    t = 0.0
+                    for r in range(m):
+                        t += A[r, i] * A[r, k] / w[r]
+                    S[ip, kp] = t
+                    kp += 1
+            mu[ip] = tau[i]
+            ip += 1
+        if not cholesky_rel(S):
+            return SINGULAR
+        cho_solve(S, mu[:n_p])
+        for r in range(m):
+            t, ip = 0.0, 0
+            for i in range(nv):
+                if passive[i]:
+                    t += A[r, i] * mu[ip]
+                    ip += 1
+            lam[r] = t / w[r]
+    else:
+        for r in range(m):
+            for s in range(r + 1):
+                t, ja = 0.0, 0
+                for j in range(nv):
+                    if not passive[j]:
+                        t += w[ja] * A[r, j] * A[s, j]
+                        ja += 1
+                H[r, s] = t
+            t, ja = 0.0, 0
+            for j in range(nv):
+                if not passive[j]:
+                    t += w[ja] * A[r, j] * tau[j]
+                    ja += 1
+            g[r] = t
+            if H[r, r] == 0.0 and not active[row_constraint(ci, r)]:  # an inactive row: lam_r = 0
+                H[r, r] = 1.0
+        if not cholesky_rel(H):
+            return SINGULAR
+        cho_solve(H, g)  # h = H^-1 A_a W tau_ar
+        ip = 0
+        for i in range(nv):
+            if not passive[i]:
+                continue
+            for r in range(m):
+                Z[ip, r] = A[r, i]
+            cho_solve(H, Z[ip, :m])  # row ip of Z^T: H^-1 G^T e_ip
+            ip += 1
+        ip = 0
+        for i in range(nv):
+            if not passive[i]:
+                continue
+            kp = 0
+            for k in range(i + 1):
+                if passive[k]:
+                    S[ip, kp] = dot(A[:, i], Z[kp, :m])
+                    kp += 1
+            mu[ip] = dot(A[:, i], g) - tau[i]
+            ip += 1
+        if not cholesky_rel(S):
+            return SINGULAR
+        cho_solve(S, mu[:n_p])
+        for r in range(m):
+            t = g[r]
+            for k in range(n_p):
+                t -= Z[k, r] * mu[k]
+            lam[r] = t
+    for j in range(nv):
+        if passive[j]:
+            tau[j] = 0.0
+            continue
+        t = tau[j]
+        for r in range(m):
+            t -= A[r, j] * lam[r]
+        tau[j] = t
+    return OK
+
+
+@ijit
+def row_constraint(ci, r):
+    """The constraint that row r of A belongs to."""
+    nv = ci.shape[0] - 2 - 4 * ci[0]
+    k = ci[0] - 1
+    while ci[2 + nv + 4 * k + ROW] > r:
+        k -= 1
+    return k
+
+
+@jit
+def constrained_rnea_one(handle, ci, cf, sc, q, v, a, T, active, passive, w, min_force, tol, tau, lam):
+    """One sample: checks lengths, NaN and the pose, then constrained_rnea_sample."""
+    mf, mi = model_arrays(handle)
+    nb, n, nv = sizes(mi)
+    if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, a))) or active.shape[0] != ci[0] \
+            or passive.shape[0] != nv:
+        return BAD_INPUT
+    return constrained_rnea_sample(mf, mi, workspace(mf, mi), ci, cf, sc, q, v, a, T, active, passive, w, min_force,
+                                   tol, tau, lam)

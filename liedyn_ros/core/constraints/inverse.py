@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from numba import types
+
 from ..dynamics import rnea
+from ..fast import OK
 from ..model import Model
+from .description import constraint_set
 from .state import RANK_RTOL, setup
 
 __all__ = ["constrained_rnea", "passive_mask"]
@@ -56,12 +60,19 @@ def constrained_rnea(model: Model, q, v, a, constraints, *, base_pose=None, pass
     A a + c = 0; if no lam balances the passive rows (too few constraints for the motion) this
     raises ValueError with the residual. Shapes: q (..., n), v, a (..., nv) -> tau (..., nv),
     lam (..., m), what each constraint applies to the robot in its frame (zero when inactive).
-    Contacts get A and c from the compiled kernel (constraints.fast) unless fast=False.
+    Contacts on a model without mimic joints run compiled (constraints.fast: the same minimisers by
+    Cholesky factors where they are unique) unless fast=False; ties, "unique", f_ext, loops and
+    errors run this readable path.
     """
     if solution not in SOLUTIONS:
         raise ValueError(f"solution: expected one of {SOLUTIONS}, got {solution!r}")
+    cs = constraint_set(model, constraints)
+    if fast and cs._fast is not None and f_ext is None and solution != "unique":
+        out = _fast(model, cs, q, v, a, base_pose, passive, solution, weights, active, tol)
+        if out is not None:
+            return out
     p = passive_mask(model, passive)
-    pb = setup(model, q, {"v": v, "a": a}, constraints, base_pose, active, tol, fast)
+    pb = setup(model, q, {"v": v, "a": a}, cs, base_pose, active, tol, fast)
     B, A = pb.batch.q.shape[0], pb.terms.A
     tau_r = rnea(model, q, v, a, base_pose=base_pose, f_ext=f_ext).reshape(B, model.nv)
     G = np.swapaxes(A[:, :, p], -1, -2)  # A_p^T, (B, n_p, m)
@@ -110,3 +121,40 @@ def constrained_rnea(model: Model, q, v, a, constraints, *, base_pose=None, pass
 def _pinv_solve(K: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """Least-norm least-squares x of K x = rhs, (B, r, c) and (B, r) -> (B, c)."""
     return np.einsum("bij,bj->bi", np.linalg.pinv(K, rcond=RANK_RTOL), rhs)
+
+
+_ndarray = np.ndarray
+_one = None
+
+
+def _one_kernel():
+    """The single-sample kernel, compiled for its one signature on first use (see fast.entry)."""
+    global _one
+    if _one is None:
+        from .fast import constrained_rnea_one
+
+        vec, mat, flags = types.float64[::1], types.float64[:, ::1], types.boolean[::1]
+        constrained_rnea_one.compile(types.int64(types.int64, types.int64[::1], mat, vec, vec, vec, vec, mat, flags,
+                                                 flags, vec, types.boolean, types.float64, vec, vec))
+        constrained_rnea_one.disable_compile()
+        _one = constrained_rnea_one
+    return _one
+
+
+def _fast(model: Model, cs, q, v, a, base_pose, passive, solution, weights, active, tol):
+    """The compiled path for one sample of contacts: (tau, lam), or None for the reference."""
+    fm, fc = model._fast, cs._fast
+    T = fm.identity if base_pose is None else base_pose
+    if not (type(q) is _ndarray and type(v) is _ndarray and type(a) is _ndarray and type(T) is _ndarray
+            and q.ndim == 1 and (base_pose is None) is fm.fixed and (active is None or type(active) is _ndarray)):
+        return None
+    p = fc.base_passive if passive is None else passive_mask(model, passive)
+    min_force = solution == "min_force"
+    w = fc.ones if weights is None else _weights(solution, weights, cs.m if min_force else int((~p).sum()))
+    tau, lam = np.empty(fm.nv), np.empty(cs.m)
+    try:
+        status = _one_kernel()(fm.handle, fc.ci, fc.cf, fc.scratch, q, v, a, T,
+                               fc.all_active if active is None else active, p, w, min_force, float(tol), tau, lam)
+    except (TypeError, ValueError):  # not float64 vectors or a boolean mask: the general path
+        return None
+    return (tau, lam) if status == OK else None
