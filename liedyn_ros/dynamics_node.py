@@ -27,6 +27,11 @@ from sensor_msgs import msg as sensor_msgs
 from std_msgs import msg as std_msgs
 from trajectory_msgs import msg as trajectory_msgs
 
+try:  # rclpy since Iron (importing qos_event there warns that it is deprecated)
+    from rclpy.event_handler import PublisherEventCallbacks  # type: ignore[import-not-found, unused-ignore]
+except ImportError:  # Humble, and the type stubs
+    from rclpy.qos_event import PublisherEventCallbacks  # type: ignore[no-redef, unused-ignore]
+
 from liedyn_ros import core
 from liedyn_ros.pipeline import (
     TOPIC_BASE_ACCELERATION,
@@ -141,7 +146,10 @@ class DynamicsNode(Node):
             TOPIC_EXTERNAL_TORQUE: sensor_msgs.JointState,
             TOPIC_COLLISION: sensor_msgs.JointState,
         }
-        pubs = {topic: self.create_publisher(kind, topic, 10) for topic, kind in types.items()}
+        # No QoS-event handlers on the outputs: each is one more entity the executor polls per sample
+        # (a subscriber with incompatible QoS is told so on its side).
+        quiet = PublisherEventCallbacks(use_default_callbacks=False)
+        pubs = {topic: self.create_publisher(kind, topic, 10, event_callbacks=quiet) for topic, kind in types.items()}
         self._diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         return pubs
 
@@ -298,7 +306,9 @@ class DynamicsNode(Node):
         if out is None:
             return
         for topic, message in self._factory.build(out).items():
-            self._outputs[topic].publish(message)
+            publisher = self._outputs[topic]
+            if publisher.get_subscription_count():  # converting a message for nobody costs as much
+                publisher.publish(message)
         if out.collision is not None:  # flagged in /diagnostics now, not at the next period
             self._publish_diagnostics()
 

@@ -8,6 +8,8 @@ treats mimic joints as independent joints unless asked otherwise, hence `joint_o
 """
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 
 import numpy as np
@@ -30,6 +32,18 @@ def pose_from_position_quaternion(position, quaternion_xyzw) -> np.ndarray:
 
     The quaternion is normalised; a zero or non-finite quaternion raises ValueError.
     """
+    if (type(position) is np.ndarray and type(quaternion_xyzw) is np.ndarray
+            and position.shape == (3,) and quaternion_xyzw.shape == (4,)):
+        # One pose (a node's odometry message): Python floats, a tenth of the numpy path's time.
+        (px, py, pz), (x, y, z, w) = position.tolist(), quaternion_xyzw.tolist()
+        n = math.sqrt(x * x + y * y + z * z + w * w)
+        if n >= 1e-9 and math.isfinite(n + px + py + pz):
+            x, y, z, w = x / n, y / n, z / n, w / n
+            return np.array([
+                [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w), px],
+                [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w), py],
+                [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y), pz],
+                [0.0, 0.0, 0.0, 1.0]])
     p = check_vector("position", position, 3)
     quat = check_vector("quaternion", quaternion_xyzw, 4)
     norm = np.sqrt(np.einsum("...i,...i->...", quat, quat))
