@@ -7,7 +7,9 @@ from this process and records, for every feedforward_torque that arrives here, n
 stamp (the node copies the joint state's stamp, which is the publish time). Samples are counted
 after the node reports its compiled kernels ready. It prints p50 / p90 / p99 / max and the
 samples lost, and, to show where the time goes, the same figures for an echo node (a JointState
-relayed unchanged: executor and DDS alone) and the node's own compute time from /diagnostics.
+relayed unchanged: executor and DDS alone), the CPU time the process under test spent per sample
+(from /proc: its work, whatever else loads the machine) and the pipeline's own time per sample
+from /diagnostics (a mean since the start, the reference-path warm-up samples included).
 
 Run where ROS 2 is sourced:  python benchmarks/bench_ros_latency.py [--seconds S] [--rate HZ]
 Without rclpy it prints that it is skipped and exits 0.
@@ -124,6 +126,12 @@ class Probe(Node):
         self.js_pub.publish(js)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc): its work per sample, whatever the load."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_case(kind: str, model: core.Model, urdf: str, seconds: float, rate: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         proc = start(kind, urdf, model.floating_base, Path(tmp))
@@ -140,6 +148,7 @@ def run_case(kind: str, model: core.Model, urdf: str, seconds: float, rate: floa
                 probe.publish(time.time_ns())
                 time.sleep(0.01)
             time.sleep(0.5)
+            cpu_before = cpu_seconds(proc.pid)
             probe.recording = True
             period = 1.0 / rate
             sent: list[int] = []
@@ -153,6 +162,7 @@ def run_case(kind: str, model: core.Model, urdf: str, seconds: float, rate: floa
                 sent.append(stamp)
             time.sleep(1.0)
             probe.recording = False
+            cpu = cpu_seconds(proc.pid) - cpu_before
         finally:
             executor.shutdown()
             probe.destroy_node()
@@ -162,7 +172,8 @@ def run_case(kind: str, model: core.Model, urdf: str, seconds: float, rate: floa
         return {"sent": len(sent), "lost": len(sent) - got.size,
                 "p50": np.percentile(got, 50), "p90": np.percentile(got, 90),
                 "p99": np.percentile(got, 99), "max": got.max(),
-                "compute": float(np.median(probe.compute_us)) if probe.compute_us else float("nan")}
+                "compute": float(np.median(probe.compute_us)) if probe.compute_us else float("nan"),
+                "cpu": cpu / len(sent) * 1e6}
 
 
 def main() -> None:
@@ -184,13 +195,13 @@ def main() -> None:
     print(f"JointState publish -> feedforward_torque arrival, {args.rate:.0f} Hz for {args.seconds:.0f} s, "
           f"RMW {os.environ.get('RMW_IMPLEMENTATION', 'default')}")
     print(f"{'robot':<24} {'process':<13} {'p50 us':>7} {'p90 us':>7} {'p99 us':>7} {'max us':>8} "
-          f"{'lost':>9} {'node compute us':>15}")
+          f"{'lost':>9} {'CPU us/sample':>13} {'pipeline us':>11}")
     for name, (urdf, floating) in cases.items():
         model = core.load_urdf(urdf, floating_base=floating)
         for kind in (ECHO, "dynamics_node"):
             r = run_case(kind, model, urdf, args.seconds, args.rate)
             print(f"{name:<24} {kind:<13} {r['p50']:7.0f} {r['p90']:7.0f} {r['p99']:7.0f} {r['max']:8.0f} "
-                  f"{r['lost']:>4}/{r['sent']:<4} {r['compute']:15.0f}", flush=True)
+                  f"{r['lost']:>4}/{r['sent']:<4} {r['cpu']:13.0f} {r['compute']:11.0f}", flush=True)
     rclpy.shutdown()
 
 
