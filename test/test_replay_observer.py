@@ -42,6 +42,10 @@ def test_replay_finds_the_torque_pulse(tmp_path, model, pin_model):
     assert 0 < (start - PULSE[0]) * RATE <= 3 and end > PULSE[1]
     assert event["joint"] == model.joint_names[1] and event["peak"] == pytest.approx(-15.0, rel=0.03)
     assert "collisions: 1" in report.table
+    # The printed event is on the plots' time axis: seconds since the first joint state.
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["first_stamp_ns"] == int(sc["stamps"][0])
+    assert f"{start:>10.3f} {end:>10.3f}" in report.table
 
     rows = read_outputs(out)["/liedyn/external_torque"]
     assert [row[1] for row in rows] == stamps.tolist()

@@ -336,8 +336,9 @@ def _stream(stream: SampleStream, options: ReplayOptions, dynamics: BlockDynamic
 
     try:
         for block in stream.blocks(options.chunk_size, progress):
-            if recorder.t0 is None:
-                recorder.t0 = int(block.stamp_ns[0]) * 1e-9
+            if summary.first_stamp_ns is None:
+                summary.first_stamp_ns = int(block.stamp_ns[0])
+                recorder.t0 = summary.first_stamp_ns * 1e-9
             for done, accel in differentiator.feed(block):
                 process(done, accel)
         for done, accel in differentiator.finish():

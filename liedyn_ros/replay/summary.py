@@ -89,6 +89,7 @@ class ResidualSummary:
     effort_low: NDArray[np.float64] = field(init=False)
     effort_high: NDArray[np.float64] = field(init=False)
     samples: int = 0
+    first_stamp_ns: int | None = None  # time zero of the figures and of the printed events
     collisions: list[dict[str, Any]] = field(default_factory=list)
     # With contacts: residuals against the torque closest to the effort and the unconstrained
     # one, the effort itself (for relative figures); per contact the samples in contact and
@@ -156,7 +157,8 @@ class ResidualSummary:
                     f"unconstrained_torque_residual_{KEY_UNITS[torque]}": self.torque_free.stats(j),
                     f"effort_{KEY_UNITS[torque]}": self.effort.stats(j),
                 }
-        out: dict[str, Any] = {"samples": self.samples, "joints": joints, "collisions": self.collisions}
+        out: dict[str, Any] = {"samples": self.samples, "first_stamp_ns": self.first_stamp_ns, "joints": joints,
+                               "collisions": self.collisions}
         if self.contact_links:
             out["contacts"] = {
                 "links": {link: {key: int(v[i]) for key, v in self.contact_counts.items()}
@@ -195,7 +197,7 @@ def format_table(summary: dict[str, Any]) -> str:
             f"{_num(t['max_abs'], 9)} | {_num(a['rms'], 11)} {_num(a['mean'], 9)} {_num(a['max_abs'], 9)} "
             f"| {_num(e['rms'], 9)} {_num(e['max_abs'], 9)}"
         )
-    lines += format_collisions(summary.get("collisions", []))
+    lines += format_collisions(summary.get("collisions", []), summary.get("first_stamp_ns"))
     if "contacts" in summary:
         lines += ["", f"{'':<{width}} | RMS of effort - contact-consistent torque",
                   f"{'joint':<{width}} | {'configured':>11} {'closest':>11} {'unconstr.':>11} {'effort RMS':>11}"]
@@ -210,16 +212,19 @@ def format_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def format_collisions(events: list[dict[str, Any]]) -> list[str]:
-    """One line per collision event: start and end stamps [s], length, peak joint and torque."""
+def format_collisions(events: list[dict[str, Any]], t0_ns: int | None = None) -> list[str]:
+    """One line per collision event: start and end [s] since t0_ns (the first joint state, time zero
+    of the plots; stamps as they are without it), length, peak joint and torque."""
     if not events:
         return ["collisions: none (no external torque above its threshold)"]
-    lines = [f"collisions: {len(events)}",
-             f"{'start [s]':>20} {'end [s]':>20} {'length [s]':>10}  {'peak joint':<16} {'peak':>9}"]
+    t0 = t0_ns or 0
+    since = "" if t0_ns is None else " since the first joint state"
+    lines = [f"collisions: {len(events)} (times in s{since})",
+             f"{'start':>10} {'end':>10} {'length':>10}  {'peak joint':<16} {'peak':>9}"]
     for e in events:
-        end = "(open)" if e["end_ns"] is None else f"{e['end_ns'] * 1e-9:.3f}"
+        end = "(open)" if e["end_ns"] is None else f"{(e['end_ns'] - t0) * 1e-9:.3f}"
         length = "-" if e["end_ns"] is None else f"{(e['end_ns'] - e['start_ns']) * 1e-9:.3f}"
-        lines.append(f"{e['start_ns'] * 1e-9:>20.3f} {end:>20} {length:>10}  {e['joint']:<16} {e['peak']:>9.4g}")
+        lines.append(f"{(e['start_ns'] - t0) * 1e-9:>10.3f} {end:>10} {length:>10}  {e['joint']:<16} {e['peak']:>9.4g}")
     return lines
 
 
