@@ -93,6 +93,8 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "diagnostics_period": (1.0, "seconds between /diagnostics messages"),
     **DYNAMICS_PARAMETERS,  # payload, friction, inertial parameters: swapped in at run time
 }
+# Parameters that change the URDF model itself (a change reloads it).
+MODEL_PARAMETERS = frozenset({"robot_description", "floating_base", "gravity", "strict_urdf"})
 # diagnostic_msgs/DiagnosticStatus levels. The generated class serves them through its
 # metaclass, which the type stubs model as instance attributes; spelled out here instead.
 DIAG_OK, DIAG_WARN, DIAG_ERROR = b"\x00", b"\x01", b"\x02"
@@ -218,21 +220,33 @@ class DynamicsNode(Node):
         if str(msg.data) != self._description:
             self._build(str(msg.data))
 
+    @staticmethod
+    def _load(description: str, values: dict[str, Any]) -> tuple[Any, list[warnings.WarningMessage]]:
+        """(URDF model with the gravity of ``values``, the URDF flaws it was loaded with)."""
+        with warnings.catch_warnings(record=True) as flaws:
+            warnings.simplefilter("always", core.URDFWarning)
+            model = core.load_urdf(description, floating_base=bool(values["floating_base"]),
+                                   strict=bool(values["strict_urdf"]))
+        return model.with_gravity(np.asarray(values["gravity"], dtype=np.float64)), flaws
+
+    def _assemble(self, model: Any, values: dict[str, Any]
+                  ) -> tuple[Dynamics, PipelineConfig, OutputMessageFactory, DynamicsPipeline]:
+        """Everything the parameters give on this URDF model; raises ValueError naming a bad
+        parameter (also one that only this model refuses: a contact link, a threshold count)."""
+        dynamics = dynamics_from(model, values)
+        config = config_from(values)
+        factory = OutputMessageFactory(self._classes, model, config)
+        logger = self.get_logger()
+        pipeline = DynamicsPipeline(dynamics.model, config, log=lambda text: logger.warning(text),
+                                    friction=dynamics.friction)
+        return dynamics, config, factory, pipeline
+
     def _build(self, description: str) -> None:
         """(Re)build model and pipeline; on failure keep no model and say why."""
         values = {name: self.get_parameter(name).value for name in PARAMETERS}
         try:
-            with warnings.catch_warnings(record=True) as flaws:
-                warnings.simplefilter("always", core.URDFWarning)
-                model = core.load_urdf(description, floating_base=bool(values["floating_base"]),
-                                       strict=bool(values["strict_urdf"]))
-            model = model.with_gravity(np.asarray(values["gravity"], dtype=np.float64))
-            dynamics = dynamics_from(model, values)
-            config = config_from(values)
-            factory = OutputMessageFactory(self._classes, model, config)
-            logger = self.get_logger()
-            pipeline = DynamicsPipeline(dynamics.model, config, log=lambda text: logger.warning(text),
-                                        friction=dynamics.friction)
+            model, flaws = self._load(description, values)
+            dynamics, config, factory, pipeline = self._assemble(model, values)
         except ValueError as exc:
             self._pipeline = self._factory = None
             self._model_status = f"model error: {exc}"
@@ -270,12 +284,21 @@ class DynamicsNode(Node):
             return SetParametersResult(successful=True)
         values = {name: self.get_parameter(name).value for name in PARAMETERS}
         values.update({p.name: p.value for p in params})
+        dynamics = None
         try:
             config_from(values)
             gravity = np.asarray(values["gravity"], dtype=np.float64)
             if gravity.shape != (3,) or not np.isfinite(gravity).all():
                 raise ValueError(f"gravity: expected 3 finite numbers, got {list(gravity)}")
-            dynamics = dynamics_from(self._urdf_model, values) if self._urdf_model is not None else None
+            # With a model known, build what the values give on it, so that a value only the
+            # model refuses (a contact link it lacks, thresholds for other joints) is refused
+            # here, not accepted and then leaving the node without a model at the rebuild.
+            model = self._urdf_model
+            description = str(values["robot_description"]) or self._description
+            if description and (model is None or any(p.name in MODEL_PARAMETERS for p in params)):
+                model, _ = self._load(description, values)
+            if model is not None:
+                dynamics = self._assemble(model, values)[0]
         except (ValueError, TypeError) as exc:
             return SetParametersResult(successful=False, reason=str(exc))
         if dynamics is not None and all(p.name in DYNAMICS_PARAMETERS for p in params):
