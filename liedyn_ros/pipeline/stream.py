@@ -393,13 +393,26 @@ class DynamicsPipeline:
             self._warmup = None
 
     def prepare_kernels(self) -> float:
-        """prepare_kernels for the node's single samples; returns the seconds it took. A model
-        without forward dynamics is found here, logged once, and gives torques only."""
+        """prepare_kernels for the node's single samples, with the contact path and the momentum
+        observer when configured (not at the first sample, which would hold the node up for as
+        long); returns the seconds it took. A model without forward dynamics is found here,
+        logged once, and gives torques only."""
         start = time.perf_counter()
+        model, friction = self._dynamics
+        q, v = np.zeros(model.n), np.zeros(model.nv)  # a robot at rest, all contacts down
+        pose = np.eye(4) if self._floating else None
         try:
-            prepare_kernels(self.model)
+            prepare_kernels(model)
+            if self.contacts is not None:  # the constrained path has kernels of its own
+                down = np.ones(self.contacts.k, dtype=bool)
+                compute_contact_outputs(model, self.contacts, q, v, v, q, pose, down,
+                                        solution=self.config.contact_solution, friction=friction)
         except SingularInertiaError as exc:
             self._forget_forward_dynamics(exc)
+        if self.config.external_torque_observer:  # and the observer's step, on a throwaway one
+            observer = self._new_observer(self._dynamics)
+            for t in (0.0, 1e-3):
+                observer.update(t, q, v, np.zeros(model.nv), base_pose=pose)
         return time.perf_counter() - start
 
     def _reference_state(
