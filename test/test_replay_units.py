@@ -68,3 +68,23 @@ def test_csv_round_trip():
     back = np.array([[float(x) for x in line.split(",")[1:]] for line in lines])
     np.testing.assert_allclose(back, values, rtol=2e-14, atol=0)
     assert lines[1].split(",")[1:4] == ["1e+00", "1e+01", "1e-01"]
+
+
+def test_identify_without_cvxpy_says_so_before_the_replay(monkeypatch) -> None:
+    """Found live: a ROS venv without cvxpy replayed the whole bag and then failed with a
+    ModuleNotFoundError traceback; the arguments are refused at once, naming the package."""
+    import importlib.util
+
+    from liedyn_ros import core
+    from liedyn_ros.replay.errors import ReplayError
+    from liedyn_ros.replay.identify import parse_targets
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cvxpy" else find_spec(name, *a))
+    model = core.load_urdf("""<robot name="p"><link name="world"/><link name="bob"><inertial><mass value="1"/>
+      <inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>
+      <joint name="j" type="continuous"><parent link="world"/><child link="bob"/><axis xyz="0 1 0"/></joint></robot>""")
+    with pytest.raises(ReplayError, match="pip install cvxpy"):
+        parse_targets(model, [["friction"]])
+    monkeypatch.undo()  # cvxpy installed: the same arguments make a problem
+    assert parse_targets(model, [["friction"]]).friction

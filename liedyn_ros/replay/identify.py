@@ -8,6 +8,7 @@ summary.json and identification.png (validation residual before and after) are w
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,8 @@ def parse_targets(model: Any, targets: Sequence[Sequence[str]]) -> Identificatio
             link = rest[0]
         else:
             raise ReplayError(f"--identify {' '.join(words)}: expected 'friction', 'payload LINK' or 'inertia'")
+    if importlib.util.find_spec("cvxpy") is None:  # say so now, not after the whole replay
+        raise ReplayError("--identify needs cvxpy (a dependency of liedyn_ros): pip install cvxpy")
     try:
         return IdentificationProblem(model, friction=friction, payload_link=link, inertia=inertia)
     except ValueError as err:
