@@ -1,7 +1,8 @@
 """Per-joint-state time of the pipeline with four point contacts on Solo12 (12 DoF) against the
-same pipeline without contacts (issue target: within 1.5x), median and p99.
+same pipeline without contacts (issue target: within 1.5x), median and p99 of each sample's best
+of ``--repeats`` runs (the machine is shared: the best run is the code's time, not the neighbours').
 
-Run: python benchmarks/bench_contacts.py [--samples N]
+Run: python benchmarks/bench_contacts.py [--samples N] [--repeats R]
 """
 from __future__ import annotations
 
@@ -44,18 +45,20 @@ def per_sample(config: PipelineConfig, rec: contact_sim.Recording, model: object
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=400)
+    parser.add_argument("--repeats", type=int, default=3, help="runs per case; each sample's best is kept")
     args = parser.parse_args()
     rec = contact_sim.simulate(first_s=args.samples / contact_sim.RATE, second_s=0.0)
     model = core.load_urdf(str(URDF), floating_base=True)
     base = PipelineConfig(base_link="base_link")
     rows = [("no contacts", base),
             ("4 point contacts", PipelineConfig(base_link="base_link", contact_links=contact_sim.FEET))]
-    results = {name: per_sample(cfg, rec, model) for name, cfg in rows}
-    ref = np.median(results["no contacts"])
-    print(f"{'case':<18} {'median us':>10} {'p99 us':>10} {'ratio':>7}")
+    results = {name: np.min([per_sample(cfg, rec, model) for _ in range(args.repeats)], axis=0) for name, cfg in rows}
+    ref = results["no contacts"]
+    print(f"{'case':<18} {'median us':>10} {'p99 us':>10} {'median ratio':>13} {'p99 ratio':>10}")
     for name, t in results.items():
-        print(f"{name:<18} {np.median(t) * 1e6:10.1f} {np.percentile(t, 99) * 1e6:10.1f} {np.median(t) / ref:7.1f}")
-    ratio = np.median(results["4 point contacts"]) / ref
+        print(f"{name:<18} {np.median(t) * 1e6:10.1f} {np.percentile(t, 99) * 1e6:10.1f} "
+              f"{np.median(t) / np.median(ref):13.1f} {np.percentile(t, 99) / np.percentile(ref, 99):10.1f}")
+    ratio = np.median(results["4 point contacts"]) / np.median(ref)
     print(f"target: 4 contacts within 1.5x of no contacts: {'OK' if ratio <= 1.5 else 'MISSED'} ({ratio:.1f}x)")
 
 

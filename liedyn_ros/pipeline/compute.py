@@ -173,13 +173,17 @@ def compute_contact_outputs(
         q_ff, v_ff = (q, v) if ff_state is None else ff_state
         pose = None if base_pose is None else base_pose[take]
         tau_ff, tau_g = np.array(free.tau_ff), np.array(free.tau_g)
-        # The motion and the robot at rest (gravity) in one call: one constraint evaluation.
         rest = np.zeros_like(v[take])
-        both = contact_torques(
-            model, contacts, np.stack((q_ff[take], q[take])), np.stack((v_ff[take], rest)),
-            np.stack((a[take], rest)), None if pose is None else np.stack((pose, pose)),
-            np.stack((active[take], active[take])), solution)
-        tau_ff[take], tau_g[take], lam, unbalanced[take] = both[0][0], both[0][1], both[1][0], both[2][0]
+        if active.ndim == 1:  # one sample: two calls on the core's single-sample compiled path
+            motion = contact_torques(model, contacts, q_ff, v_ff, a, pose, active, solution)
+            tau_g[take] = contact_torques(model, contacts, q, rest, rest, pose, active, solution)[0]
+            tau_ff[take], lam, unbalanced[take] = motion
+        else:  # a batch: the motion and the robot at rest (gravity) in one call, one constraint evaluation
+            both = contact_torques(
+                model, contacts, np.stack((q_ff[take], q[take])), np.stack((v_ff[take], rest)),
+                np.stack((a[take], rest)), None if pose is None else np.stack((pose, pose)),
+                np.stack((active[take], active[take])), solution)
+            tau_ff[take], tau_g[take], lam, unbalanced[take] = both[0][0], both[0][1], both[1][0], both[2][0]
         if friction is not None:  # compensated on the contact-consistent torques too
             tau_ff[take] += core.friction_torque(friction, v_ff[take][..., model.nv - model.n:])
         wrench[take] = contact_wrenches(contacts, lam)

@@ -16,7 +16,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from liedyn_ros import core
-from liedyn_ros.core.spatial import exp_se3
 from liedyn_ros.pipeline.config import NS_PER_S, FloatArray, PipelineConfig, SkipReason
 from liedyn_ros.pipeline.decode import as_float_array, stamp_to_ns
 
@@ -27,17 +26,14 @@ BoolArray = NDArray[np.bool_]
 class Contacts:
     """The configured contacts of one model, checked against it once.
 
-    links, kinds: per contact; offsets (k, 3): contact points in link axes; body (k,) and
-    T_body_contact (k, 4, 4): where the contact frames sit in the model's bodies (-1: the
-    root); constraints: the ``core.Contact`` list in the same order; rows (k + 1,): row
-    ranges of lam; up (3,): the ground normal, against gravity; mu: friction coefficient.
+    links, kinds: per contact; offsets (k, 3): contact points in link axes; constraints: the
+    ``core.Contact`` list in the same order; rows (k + 1,): row ranges of lam; up (3,): the
+    ground normal, against gravity; mu: friction coefficient.
     """
 
     links: tuple[str, ...]
     kinds: tuple[str, ...]
     offsets: FloatArray
-    body: NDArray[np.intp]
-    T_body_contact: FloatArray
     constraints: tuple[Any, ...]
     rows: NDArray[np.intp]
     up: FloatArray
@@ -64,14 +60,12 @@ def resolve_contacts(model: Any, config: PipelineConfig) -> Contacts | None:
     offsets = np.broadcast_to(offsets, (k, 3)).copy()
     poses = np.tile(np.eye(4), (k, 1, 1))
     poses[:, :3, 3] = offsets
-    body = np.array([model.link_frames[link][0] for link in links], dtype=np.intp)
-    T_body_link = np.array([model.link_frames[link][1] for link in links])
     constraints = tuple(core.Contact(link, kind, pose) for link, kind, pose in zip(links, kinds, poses))
     g = np.asarray(model.gravity, dtype=np.float64)
     norm = float(np.linalg.norm(g))
     up = -g / norm if norm > 0 else np.array([0.0, 0.0, 1.0])  # no gravity: world z is up
     return Contacts(
-        tuple(links), tuple(kinds), offsets, body, T_body_link @ poses, constraints,
+        tuple(links), tuple(kinds), offsets, constraints,
         np.asarray(core.constraint_set(model, list(constraints)).rows, dtype=np.intp), up,
         float(config.friction_coefficient),
     )
@@ -155,19 +149,8 @@ def pair_contact_state(stamp_ns: int, state: ContactState | None, max_age_s: flo
 
 
 def contact_frames(model: Any, contacts: Contacts, q: FloatArray, base_pose: FloatArray | None) -> FloatArray:
-    """World poses T_world_C of the contact frames, (..., k, 4, 4), by the forward pass
-    T_i = T_lambda(i) f_lambda(i),i with f = M_i exp([S_i] q_i) (T_root = base_pose, identity
-    for a fixed base)."""
-    lead = np.shape(q)[:-1]
-    qb = np.reshape(q, (-1, model.n))
-    f = model.M @ exp_se3(model.S * model.body_q(qb)[..., None])  # (B, nb, 4, 4)
-    T0 = np.eye(4) if base_pose is None else np.reshape(base_pose, (-1, 4, 4))
-    T0 = np.broadcast_to(T0, (qb.shape[0], 4, 4))
-    T: list[FloatArray] = []
-    for i, p in enumerate(model.parent):
-        T.append((T0 if p < 0 else T[p]) @ f[:, i])
-    T_body = np.stack([T0 if b < 0 else T[b] for b in contacts.body.tolist()], axis=1)
-    return np.reshape(T_body @ contacts.T_body_contact, lead + (contacts.k, 4, 4))
+    """World poses T_world_C of the contact frames, (..., k, 4, 4) (core.constraint_frames)."""
+    return core.constraint_frames(model, q, contacts.constraints, base_pose=base_pose)
 
 
 def kinematic_contacts(contacts: Contacts, T_wc: FloatArray, point_velocity: FloatArray,
@@ -204,7 +187,11 @@ def wrench_at_link(contacts: Contacts, wrench: FloatArray) -> FloatArray:
     """(..., k, 6) wrenches at the contact points -> the same wrenches about the link origins
     (m + p x f, f), for messages whose frame is the contact link."""
     out = np.array(wrench, dtype=np.float64)
-    out[..., :3] += np.cross(contacts.offsets, out[..., 3:])
+    p, f = contacts.offsets, out[..., 3:]
+    # p x f by components: np.cross costs more than the whole sum for k = 4
+    out[..., 0] += p[:, 1] * f[..., 2] - p[:, 2] * f[..., 1]
+    out[..., 1] += p[:, 2] * f[..., 0] - p[:, 0] * f[..., 2]
+    out[..., 2] += p[:, 0] * f[..., 1] - p[:, 1] * f[..., 0]
     return out
 
 
@@ -223,11 +210,12 @@ def check_forces(contacts: Contacts, T_wc: FloatArray, wrench: FloatArray,
     """(pulling, slipping) of the contact forces against the ground normal ``up`` (the core's
     contact_wrench_checks takes the contact frame's z as the normal, which a point foot on a
     rotating shank does not keep)."""
-    f_world = np.einsum("...ij,...j->...i", T_wc[..., :3, :3], wrench[..., 3:])
-    normal = f_world @ contacts.up
-    tangential = np.linalg.norm(f_world - normal[..., None] * contacts.up, axis=-1)
+    f = wrench[..., 3:]
+    normal = (f * (contacts.up @ T_wc[..., :3, :3])).sum(axis=-1)  # f_world . up = f . (R^T up)
+    size2 = (f * f).sum(axis=-1)  # |f_world|^2: R keeps lengths
+    tangential = np.sqrt(np.maximum(size2 - normal * normal, 0.0))
     # A small tolerance keeps rounding at an unloaded contact from counting as a violation.
-    tol = 1e-9 * (1.0 + np.linalg.norm(f_world, axis=-1))
+    tol = 1e-9 * (1.0 + np.sqrt(size2))
     pulling = active & (normal < -tol)
     slipping = active & ~pulling & (tangential > contacts.mu * normal + tol)
     return np.asarray(pulling), np.asarray(slipping)

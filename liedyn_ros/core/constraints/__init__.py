@@ -10,7 +10,7 @@ from .description import ConstraintSet, Contact, LoopClosure, constraint_set
 from .forward import constrained_aba
 from .hybrid import constrained_hybrid
 from .inverse import constrained_rnea
-from .jacobian import constraint_bias, constraint_jacobian
+from .jacobian import constraint_bias, constraint_frames, constraint_jacobian
 from .wrenches import ContactCheck, contact_wrench_checks
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "constraint_set",
     "constraint_jacobian",
     "constraint_bias",
+    "constraint_frames",
     "constrained_aba",
     "constrained_rnea",
     "constrained_hybrid",

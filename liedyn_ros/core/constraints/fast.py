@@ -27,7 +27,8 @@ from ..fast.rnea import rnea_sample
 from ..fast.spatial import bjit, ijit, jit, twist_to_child
 from ..model import Model
 
-__all__ = ["FastConstraints", "constrained_aba_one", "constrained_rnea_one", "contact_terms_many", "VIOLATED"]
+__all__ = ["FastConstraints", "constrained_aba_one", "constrained_rnea_one", "contact_frames_many", "contact_terms_many",
+           "VIOLATED"]
 
 VIOLATED = 3  # |A v| above tol: the reference words the error
 # A pivot of K below this fraction of its diagonal entry: K is (numerically) singular.
@@ -307,6 +308,42 @@ def contact_terms(mf, mi, ci, cf, sc, q, v, T, active, A, c):
             for col in range(nv):
                 A[r, col] = 0.0
             c[r] = 0.0
+
+
+@jit
+def contact_frames_many(handle, ci, cf, sc, q, T, frames):
+    """World poses of the contact frames, frames (B, k, 12) (R row-major, p), of q (B, n) and T (B or 1, 4, 4)."""
+    mf, mi = model_arrays(handle)
+    nb, n, nv = sizes(mi)
+    k, m = ci[0], ci[1]
+    if frames.shape[0] != q.shape[0] or T.shape[0] not in (1, q.shape[0]):
+        return BAD_INPUT
+    A, o = block(sc, 0, m, nv)
+    c, o = block(sc, o, 1, m)
+    terms_sc = reshaped(sc, o, (sc.shape[0] - o,))
+    zero, inactive = np.zeros(nv), np.zeros(k, dtype=np.bool_)
+    _, o = block(terms_sc, 0, nb, 9)  # the layout of contact_terms' scratch
+    _, o = block(terms_sc, o, nb, 3)
+    Rw, o = block(terms_sc, o, nb + 1, 9)
+    pw, o = block(terms_sc, o, nb + 1, 3)
+    for b in range(q.shape[0]):
+        Tb = pose_of(T, b)
+        if not inputs_valid(mi, q[b], Tb):
+            return BAD_INPUT
+        contact_terms(mf, mi, ci, cf, terms_sc, q[b], zero, Tb, inactive, A, c[0])  # the world poses Rw, pw
+        for j in range(k):
+            body = ci[2 + nv + 4 * j + BODY]
+            P = body if body >= 0 else nb
+            for r in range(3):
+                s = pw[P, r]
+                for cc in range(3):
+                    s += Rw[P, 3 * r + cc] * cf[j, 9 + cc]
+                    t = 0.0
+                    for i in range(3):
+                        t += Rw[P, 3 * r + i] * cf[j, 3 * i + cc]
+                    frames[b, j, 3 * r + cc] = t
+                frames[b, j, 9 + r] = s
+    return OK
 
 
 @bjit

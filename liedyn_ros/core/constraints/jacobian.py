@@ -35,7 +35,7 @@ from ..reference.kinematics import bias_accelerations, joint_transforms, split, 
 from ..spatial import Ad, Ad_inv, ad, inv_se3, log_se3
 from .description import ConstraintSet, constraint_set
 
-__all__ = ["constraint_jacobian", "constraint_bias", "ConstraintTerms", "constraint_terms"]
+__all__ = ["constraint_jacobian", "constraint_bias", "constraint_frames", "ConstraintTerms", "constraint_terms"]
 
 
 @dataclass
@@ -158,3 +158,31 @@ def constraint_bias(model: Model, q, v, constraints, *, base_pose=None) -> np.nd
     cs = constraint_set(model, constraints)
     batch = prepare(model, q, {"v": v}, base_pose=base_pose)
     return batch.restore(constraint_terms(cs, batch, batch.vectors[0]).c)
+
+
+def constraint_frames(model: Model, q, constraints, *, base_pose=None, fast: bool = True) -> np.ndarray:
+    """World poses T_a = T_i T_ia of every constraint's frame a (a contact's frame), (..., k, 4, 4).
+
+    Contacts on a floating base take the compiled forward pass (constraints.fast) unless fast=False;
+    float64 arrays go to it unchecked (it checks lengths, NaN and the pose; anything it refuses is
+    validated here).
+    """
+    cs = constraint_set(model, constraints)
+    fc = cs._fast
+    if (fast and fc is not None and model.floating_base and type(q) is np.ndarray and type(base_pose) is np.ndarray
+            and q.dtype == base_pose.dtype == np.float64 and q.ndim >= 1 and base_pose.shape[:-2] == q.shape[:-1]):
+        from .fast import contact_frames_many
+
+        lead = q.shape[:-1]
+        qb = np.ascontiguousarray(q.reshape(-1, q.shape[-1]))
+        poses = np.ascontiguousarray(base_pose.reshape(-1, 4, 4))
+        flat = np.empty((qb.shape[0], cs.k, 12))
+        if contact_frames_many(model._fast.handle, fc.ci, fc.cf, fc.scratch, qb, poses, flat) == 0:
+            T = np.zeros(lead + (cs.k, 4, 4))
+            T[..., :3, :3] = flat[..., :9].reshape(lead + (cs.k, 3, 3))
+            T[..., :3, 3] = flat[..., 9:].reshape(lead + (cs.k, 3))
+            T[..., 3, 3] = 1.0
+            return T
+    batch = prepare(model, q, base_pose=base_pose)
+    zero = np.zeros((batch.q.shape[0], model.nv))
+    return batch.restore(_frames(model, batch, zero, cs.body_a, cs.T_a)[0])
