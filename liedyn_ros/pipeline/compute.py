@@ -204,13 +204,13 @@ def contact_torques(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray
     force balances the base exactly (flagged unbalanced)."""
     nb = model.nv - model.n
     try:
-        tau, lam = core.constrained_rnea(model, q, v, a, contacts.constraints, base_pose=base_pose,
+        tau, lam = core.constrained_rnea(model, q, v, a, contacts.on(model), base_pose=base_pose,
                                          active=active, solution=solution, tol=np.inf)
         return tau[..., nb:], lam, np.zeros(np.shape(q)[:-1], dtype=bool)
     except ValueError:  # the inputs passed compute_outputs: no force balances the base
         pass
     tau_full = core.rnea(model, q, v, a, base_pose=base_pose)
-    A = core.constraint_jacobian(model, q, contacts.constraints, base_pose=base_pose)
+    A = core.constraint_jacobian(model, q, contacts.on(model), base_pose=base_pose)
     rows = np.repeat(active, np.diff(contacts.rows), axis=-1)
     lam = forces_closest_to(tau_full, A, np.zeros(np.shape(q)), nb, rows)
     base = tau_full[..., :nb] - np.einsum("...mi,...m->...i", A[..., :nb], lam)
@@ -230,7 +230,7 @@ def _constrained_predictions(model: Any, contacts: Contacts, q: FloatArray, v: F
         sel = rows & np.isfinite(effort).all(axis=-1)
         if not sel.any():
             return out
-    acc, _ = core.constrained_aba(model, q[sel], v[sel], tau[sel], contacts.constraints, tol=np.inf,
+    acc, _ = core.constrained_aba(model, q[sel], v[sel], tau[sel], contacts.on(model), tol=np.inf,
                                   base_pose=None if base_pose is None else base_pose[sel], active=active[sel])
     qdd = np.array(out.qdd_pred)
     qdd[sel] = acc[..., nb:]

@@ -9,7 +9,8 @@ joint state by stamp like odometry (the latest, no further than ``contact_max_ag
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -38,10 +39,19 @@ class Contacts:
     rows: NDArray[np.intp]
     up: FloatArray
     mu: float
+    _sets: weakref.WeakKeyDictionary[Any, Any] = field(default_factory=weakref.WeakKeyDictionary, repr=False)
 
     @property
     def k(self) -> int:
         return len(self.links)
+
+    def on(self, model: Any) -> Any:
+        """The contacts as a core.ConstraintSet of ``model`` (the dynamics model may change, with a
+        payload), built once per model: the core then skips resolving the list on every call."""
+        cs = self._sets.get(model)
+        if cs is None:
+            cs = self._sets[model] = core.constraint_set(model, list(self.constraints))
+        return cs
 
 
 def resolve_contacts(model: Any, config: PipelineConfig) -> Contacts | None:
@@ -150,7 +160,7 @@ def pair_contact_state(stamp_ns: int, state: ContactState | None, max_age_s: flo
 
 def contact_frames(model: Any, contacts: Contacts, q: FloatArray, base_pose: FloatArray | None) -> FloatArray:
     """World poses T_world_C of the contact frames, (..., k, 4, 4) (core.constraint_frames)."""
-    return core.constraint_frames(model, q, contacts.constraints, base_pose=base_pose)
+    return core.constraint_frames(model, q, contacts.on(model), base_pose=base_pose)
 
 
 def kinematic_contacts(contacts: Contacts, T_wc: FloatArray, point_velocity: FloatArray,

@@ -360,7 +360,7 @@ class DynamicsPipeline:
             state = self._sensors.state(sample.stamp_ns, cfg.contact_max_age)
         else:
             T_wc = contact_frames(self.model, contacts, sample.q, pose)
-            A = core.constraint_jacobian(self.model, sample.q, contacts.constraints, base_pose=pose)
+            A = core.constraint_jacobian(self.model, sample.q, contacts.on(self.model), base_pose=pose)
             Av = A @ v
             # The linear rows of each contact: all 3 of a point, the last 3 of a flat contact.
             velocity = np.stack([Av[contacts.rows[i + 1] - 3: contacts.rows[i + 1]] for i in range(contacts.k)])
