@@ -9,6 +9,7 @@ import pytest
 from robots import random_pose, random_state, twin
 
 from liedyn_ros import core
+from liedyn_ros.core.constraints import inverse
 
 FEET = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
 CASES = {
@@ -21,8 +22,15 @@ def _close(fast: np.ndarray, ref: np.ndarray, what: str) -> None:
     np.testing.assert_allclose(fast, ref, rtol=0, atol=1e-10 * max(1.0, float(np.abs(ref).max())), err_msg=what)
 
 
+def _compiled_only(monkeypatch: pytest.MonkeyPatch, *args, **kwargs):
+    """constrained_rnea with the reference path made to fail: a silent fallback cannot pass."""
+    with monkeypatch.context() as m:
+        m.setattr(inverse, "setup", lambda *a, **k: pytest.fail("the compiled path fell back to the reference"))
+        return core.constrained_rnea(*args, **kwargs)
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_compiled_constrained_rnea_equals_the_reference(case: str) -> None:
+def test_compiled_constrained_rnea_equals_the_reference(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Single samples (every contact, one lifted) against fast=False, and a batch (with the pipeline's
     repeated state: the motion and rest at one q) against the compiled samples one by one."""
     robot, contacts = CASES[case]
@@ -32,7 +40,7 @@ def test_compiled_constrained_rnea_equals_the_reference(case: str) -> None:
     for active in (np.ones(k, dtype=bool), np.arange(k) != 0):
         q, v, a = random_state(model, rng)
         T = random_pose(rng)
-        fast = core.constrained_rnea(model, q, v, a, contacts, base_pose=T, active=active, tol=np.inf)
+        fast = _compiled_only(monkeypatch, model, q, v, a, contacts, base_pose=T, active=active, tol=np.inf)
         ref = core.constrained_rnea(model, q, v, a, contacts, base_pose=T, active=active, tol=np.inf, fast=False)
         _close(fast[0], ref[0], f"tau, active {active}")
         _close(fast[1], ref[1], f"lam, active {active}")
@@ -46,7 +54,8 @@ def test_compiled_constrained_rnea_equals_the_reference(case: str) -> None:
     V[1], Acc[1] = 0.0, 0.0
     ref = core.constrained_rnea(model, Q, V, Acc, contacts, base_pose=P, active=act, tol=np.inf)
     for b in range(3):
-        fast = core.constrained_rnea(model, Q[b], V[b], Acc[b], contacts, base_pose=P[b], active=act[b], tol=np.inf)
+        fast = _compiled_only(monkeypatch, model, Q[b], V[b], Acc[b], contacts, base_pose=P[b], active=act[b],
+                              tol=np.inf)
         _close(fast[0], ref[0][b], f"batch tau {b}")
         _close(fast[1], ref[1][b], f"batch lam {b}")
 
