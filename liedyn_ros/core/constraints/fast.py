@@ -24,7 +24,7 @@ from ..fast.kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, b
     joint_transforms, model_arrays, parent_row, pose_of, reshaped, screw, sizes, vectors_valid, workspace
 from ..fast.layout import COORD, MULT
 from ..fast.rnea import rnea_sample
-from ..fast.spatial import bjit, ijit, jit, twist_to_child
+from ..fast.spatial import bjit, cho_solve, cholesky, ijit, jit, twist_to_child
 from ..model import Model
 
 __all__ = ["FastConstraints", "constrained_aba_one", "constrained_rnea_one", "contact_frames_many", "contact_terms_many",
@@ -233,43 +233,6 @@ def contact_rows(mf, mi, ci, cf, k, Rw, pw, V, dV0, sw, Ra, pa, h, A, c):
 
 
 @ijit
-def cholesky_rel(K):
-    """K <- its lower Cholesky factor C (K = C C^T) in place; False when a pivot vanishes against its
-    diagonal entry (K singular to PIVOT_RTOL: the reference's pseudo-inverse takes over)."""
-    n = K.shape[0]
-    for j in range(n):
-        d = K[j, j]
-        for s in range(j):
-            d -= K[j, s] * K[j, s]
-        if not d > PIVOT_RTOL * K[j, j]:
-            return False
-        d = math.sqrt(d)
-        K[j, j] = d
-        for r in range(j + 1, n):
-            t = K[r, j]
-            for s in range(j):
-                t -= K[r, s] * K[j, s]
-            K[r, j] = t / d
-    return True
-
-
-@ijit
-def cho_solve(C, x):
-    """x <- (C C^T)^-1 x for the factor C of cholesky_rel."""
-    n = C.shape[0]
-    for r in range(n):
-        t = x[r]
-        for s in range(r):
-            t -= C[r, s] * x[s]
-        x[r] = t / C[r, r]
-    for r in range(n - 1, -1, -1):
-        t = x[r]
-        for s in range(r + 1, n):
-            t -= C[s, r] * x[s]
-        x[r] = t / C[r, r]
-
-
-@ijit
 def dot(x, y):
     s = 0.0
     for i in range(x.shape[0]):
@@ -397,7 +360,7 @@ def constrained_aba_sample(mf, mi, ws, ci, cf, sc, q, v, tau, T, active, params,
             K[r, s] = dot(Y[r], Y[s])
         if K[r, r] == 0.0:  # an inactive row: lam_r = 0
             K[r, r] = 1.0
-    if not cholesky_rel(K):
+    if not cholesky(K, PIVOT_RTOL):
         return SINGULAR
     for r in range(m):
         lam[r] = -rhs[r]
@@ -470,7 +433,7 @@ def constrained_rnea_sample(mf, mi, ws, ci, cf, sc, q, v, a, T, active, passive,
                     kp += 1
             mu[ip] = tau[i]
             ip += 1
-        if not cholesky_rel(S):
+        if not cholesky(S, PIVOT_RTOL):
             return SINGULAR
         cho_solve(S, mu[:n_p])
         for r in range(m):
@@ -497,7 +460,7 @@ def constrained_rnea_sample(mf, mi, ws, ci, cf, sc, q, v, a, T, active, passive,
             g[r] = t
             if H[r, r] == 0.0 and not active[row_constraint(ci, r)]:  # an inactive row: lam_r = 0
                 H[r, r] = 1.0
-        if not cholesky_rel(H):
+        if not cholesky(H, PIVOT_RTOL):
             return SINGULAR
         cho_solve(H, g)  # h = H^-1 A_a W tau_ar
         ip = 0
@@ -519,7 +482,7 @@ def constrained_rnea_sample(mf, mi, ws, ci, cf, sc, q, v, a, T, active, passive,
                     kp += 1
             mu[ip] = dot(A[:, i], g) - tau[i]
             ip += 1
-        if not cholesky_rel(S):
+        if not cholesky(S, PIVOT_RTOL):
             return SINGULAR
         cho_solve(S, mu[:n_p])
         for r in range(m):

@@ -357,13 +357,13 @@ def aba_time_sample(mf, mi, ws, q, v, taus, T, out):
             x[1, col] = 1.0
             body_rates(mf, mi, x[1], qd[1])
             rnea_step(mf, mi, 0, Xd, c, pb, x[1, 0:6], qd[1], Vn, Fn, M[:, col], False)
-        if not cholesky(M):
+        if not cholesky(M, 0.0):
             return SINGULAR
     else:
         if not articulated_inertias(mf, mi, R, p, Jh, Jk, U, Psi):
             return SINGULAR
         L6[:, :] = Jh[nb]
-        if base and not cholesky(L6):
+        if base and not cholesky(L6, 0.0):
             return SINGULAR
     for k in range(K - 1):
         known_terms(mf, mi, k, Xd, qd, V, G, F, C, c, pb, T66, tmp)

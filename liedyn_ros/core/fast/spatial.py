@@ -408,14 +408,15 @@ def adbar_matrix(h, out):
 
 
 @ijit
-def cholesky(A):
-    """A <- its lower Cholesky factor L (A = L L^T), in place; False when a pivot is not positive."""
+def cholesky(A, rtol):
+    """A <- its lower Cholesky factor L (A = L L^T), in place; False when a pivot is not positive or,
+    for rtol > 0, not above rtol times its diagonal entry (A singular to that tolerance)."""
     k = A.shape[0]
     for j in range(k):
         d = A[j, j]
         for m in range(j):
             d -= A[j, m] * A[j, m]
-        if not d > 0.0:
+        if not d > 0.0 or d <= rtol * A[j, j]:
             return False
         d = math.sqrt(d)
         A[j, j] = d
@@ -428,24 +429,30 @@ def cholesky(A):
 
 
 @ijit
+def cho_solve(L, x):
+    """x <- (L L^T)^-1 x in place, for the factor L of cholesky."""
+    k = L.shape[0]
+    for r in range(k):  # L z = x
+        s = x[r]
+        for m in range(r):
+            s -= L[r, m] * x[m]
+        x[r] = s / L[r, r]
+    for r in range(k - 1, -1, -1):  # L^T y = z
+        s = x[r]
+        for m in range(r + 1, k):
+            s -= L[m, r] * x[m]
+        x[r] = s / L[r, r]
+
+
+@ijit
 def cholesky_solve(A, x):
     """Solve A y = x in place for a symmetric positive definite A (overwritten by its factor L).
 
     Returns False when a pivot is not positive (A singular or indefinite).
     """
-    if not cholesky(A):
+    if not cholesky(A, 0.0):
         return False
-    k = A.shape[0]
-    for r in range(k):  # L z = x
-        s = x[r]
-        for m in range(r):
-            s -= A[r, m] * x[m]
-        x[r] = s / A[r, r]
-    for r in range(k - 1, -1, -1):  # L^T y = z
-        s = x[r]
-        for m in range(r + 1, k):
-            s -= A[m, r] * x[m]
-        x[r] = s / A[r, r]
+    cho_solve(A, x)
     return True
 
 
