@@ -6,7 +6,7 @@ from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
 from .layout import COORD, HEADER, INERTIA, MI_WIDTH, MULT, PARENT, SCREW, WIDTH
-from .spatial import all_finite, bracket, ijit, joint_transform, pose_is_valid, twist_to_child
+from .spatial import all_finite, bracket, gravity_in_base, ijit, joint_transform, pose_is_valid, twist_to_child
 
 OK, BAD_INPUT, SINGULAR = 0, 1, 2
 
@@ -89,6 +89,29 @@ def body_velocity(mf, mi, i, R, p, v, V, eta):
     bracket(V[i], S, eta)
     for r in range(6):
         eta[r] *= qd
+
+
+@ijit
+def base_motion(mf, nb, T, v, a, base, V, dV):
+    """Row nb of V and dV: the base's twist and rate (zero twist for a fixed base), with gravity as a
+    base acceleration (0, -R^T g)."""
+    gravity_in_base(mf, nb, T, dV[nb])
+    for r in range(6):
+        V[nb, r] = v[r] if base else 0.0
+        dV[nb, r] += a[r] if base else 0.0
+
+
+@ijit
+def body_motion(mf, mi, i, q, v, a, R, p, V, dV, eta):
+    """The forward step of body i: f_i = (R_i, p_i), V_i (body_velocity) and
+    dV_i = Ad_{f_i^-1} dV_lambda(i) + ad_{V_i} S_i qd_i + S_i qdd_i; eta is scratch (6,)."""
+    joint_transform(mf, i, q[mi[i, COORD]], R[i], p[i])
+    body_velocity(mf, mi, i, R[i], p[i], v, V, eta)
+    twist_to_child(R[i], p[i], dV[parent_row(mi, i)], dV[i])
+    qdd = body_rate(mf, mi, i, a)
+    S = screw(mf, i)
+    for r in range(6):
+        dV[i, r] += eta[r] + S[r] * qdd
 
 
 @ijit

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kinematics import BAD_INPUT, OK, block, body_rate, body_velocity, borrowed, inputs_valid, model_arrays, \
-    parent_row, pose_of, sizes, transforms_block, vectors_valid, workspace
-from .layout import COORD, MULT, SCREW
-from .spatial import bjit, gravity_in_base, ijit, jit, joint_transform, screw_dot, twist_to_child, wrench_to_parent
+from .kinematics import BAD_INPUT, OK, base_motion, block, body_motion, borrowed, inputs_valid, model_arrays, \
+    pose_of, sizes, transforms_block, vectors_valid, workspace
+from .layout import COORD, MULT
+from .spatial import bjit, ijit, jit, screw_dot, wrench_to_parent
 
 
 @jit
@@ -37,17 +37,9 @@ def regressor_sample(mf, mi, ws, q, v, a, T, out):
     Wp, o = block(ws, o, 10, 6)
     eta, o = block(ws, o, 1, 6)
     base = nv - n
-    gravity_in_base(mf, nb, T, dV[nb])
-    for r in range(6):
-        V[nb, r] = v[r] if base else 0.0
-        dV[nb, r] += a[r] if base else 0.0
+    base_motion(mf, nb, T, v, a, base, V, dV)
     for i in range(nb):
-        joint_transform(mf, i, q[mi[i, COORD]], R[i], p[i])
-        body_velocity(mf, mi, i, R[i], p[i], v, V, eta[0])
-        twist_to_child(R[i], p[i], dV[parent_row(mi, i)], dV[i])
-        qdd = body_rate(mf, mi, i, a)
-        for r in range(6):
-            dV[i, r] += eta[0, r] + mf[i, SCREW + r] * qdd
+        body_motion(mf, mi, i, q, v, a, R, p, V, dV, eta[0])
     out[:, :] = 0.0
     first = 10 if base else 0  # the base's columns come first
     if base:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kinematics import BAD_INPUT, OK, block, borrowed, body_rate, body_velocity, inputs_valid, model_arrays, pose_of, \
+from .kinematics import BAD_INPUT, OK, base_motion, block, body_motion, borrowed, inputs_valid, model_arrays, pose_of, \
     parent_row, reshaped, sizes, transforms_block, vectors_valid, workspace, wrenches_valid
-from .layout import COORD, MULT, SCREW
+from .layout import COORD, MULT
 from .spatial import bjit, body_inertia_times, coadjoint_bias, gravity_in_base, ijit, jit, joint_transform, \
     screw_dot, twist_to_child, wrench_to_parent
 
@@ -35,19 +35,11 @@ def rnea_sample(mf, mi, ws, q, v, a, T, f_body, f_base, b, out):
     F, o = block(ws, o, nb + 1, 6)
     h, o = block(ws, o, 2, 6)
     base = nv - n
-    gravity_in_base(mf, nb, T, dV[nb])
-    for r in range(6):
-        V[nb, r] = v[r] if base else 0.0
-        dV[nb, r] += a[r] if base else 0.0
+    base_motion(mf, nb, T, v, a, base, V, dV)
     newton_euler(mf, nb, V[nb], dV[nb], h[0], F[nb])
     eta = h[1]
     for i in range(nb):  # one pass: the forward recursion and each body's F_i
-        joint_transform(mf, i, q[mi[i, COORD]], R[i], p[i])
-        body_velocity(mf, mi, i, R[i], p[i], v, V, eta)
-        twist_to_child(R[i], p[i], dV[parent_row(mi, i)], dV[i])
-        qdd = body_rate(mf, mi, i, a)
-        for r in range(6):
-            dV[i, r] += eta[r] + mf[i, SCREW + r] * qdd
+        body_motion(mf, mi, i, q, v, a, R, p, V, dV, eta)
         newton_euler(mf, i, V[i], dV[i], h[0], F[i])
     if f_body.shape[0]:
         for i in range(nb):
