@@ -6,7 +6,6 @@ Console script ``dynamics_node``; parameters in config/dynamics.yaml; topics in 
 from __future__ import annotations
 
 import functools
-import time
 import warnings
 from typing import Any
 
@@ -51,6 +50,7 @@ from liedyn_ros.pipeline import (
     config_from_parameters,
     contact_wrench_topic,
 )
+from liedyn_ros.pipeline.diagnostics import DiagnosticsReporter
 from liedyn_ros.pipeline.payload import DYNAMICS_PARAMETERS, Dynamics, dynamics_from
 
 # name -> (default, description); the types follow the defaults.
@@ -81,6 +81,8 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "contact_max_age": (0.02, "max |joint state stamp - contact state stamp| [s]"),
     "contact_force_threshold": (20.0, "wrench source: contact when |force| exceeds this [N]"),
     "contact_wrench_topics": ([""], "wrench source: one topic per contact; ['']: contact_sensor/<link>"),
+    "contact_sole_size": ([0.0], "flat contacts: sole half-lengths x, y [m] about the contact point, "
+                          "for all or per flat contact; [0.0]: no centre-of-pressure check"),
     "contact_height": (0.02, "kinematic source: max contact point height above ground_height [m]"),
     "contact_speed": (0.1, "kinematic source: max contact point speed [m/s]"),
     "ground_height": (0.0, "kinematic source: world height of the ground plane [m]"),
@@ -95,9 +97,6 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
 }
 # Parameters that change the URDF model itself (a change reloads it).
 MODEL_PARAMETERS = frozenset({"robot_description", "floating_base", "gravity", "strict_urdf"})
-# diagnostic_msgs/DiagnosticStatus levels. The generated class serves them through its
-# metaclass, which the type stubs model as instance attributes; spelled out here instead.
-DIAG_OK, DIAG_WARN, DIAG_ERROR = b"\x00", b"\x01", b"\x02"
 
 
 def config_from(values: dict[str, Any]) -> PipelineConfig:
@@ -124,7 +123,7 @@ class DynamicsNode(Node):
         self._rebuild = False
         self._urdf_model: Any = None  # the model before payload and corrections
         self._swap: Dynamics | None = None  # accepted payload/friction change, swapped in next sample
-        self._last_diag = (time.monotonic(), 0, 0, 0)
+        self._diagnostics_reporter = DiagnosticsReporter()
         self._outputs = self._create_publishers()
         self._contact_subscriptions: list[Any] = []
         self._odom_subscription: Any = None  # only a floating-base model listens to odometry
@@ -359,52 +358,12 @@ class DynamicsNode(Node):
     # -- diagnostics --------------------------------------------------------------------------
 
     def _publish_diagnostics(self) -> None:
-        status = DiagnosticStatus(name=f"{self.get_name()}: dynamics", hardware_id="liedyn_ros")
-        values = [KeyValue(key="model", value=self._model_status)]
-        pipe = self._pipeline
-        if pipe is None:
-            status.level, status.message = DIAG_ERROR, self._model_status
-            if not self._description:
-                self.get_logger().info(self._waiting_text(), throttle_duration_sec=10.0)
-        else:
-            stats = pipe.stats
-            now = time.monotonic()
-            then, received, skipped, collisions = self._last_diag
-            total_skipped = sum(stats.skipped.values())
-            rate = (stats.received - received) / max(now - then, 1e-9)
-            self._last_diag = (now, stats.received, total_skipped, stats.collisions)
-            values += [
-                KeyValue(key="input_rate_hz", value=f"{rate:.1f}"),
-                KeyValue(key="published", value=str(stats.published)),
-                KeyValue(key="compute_time_us_mean", value=f"{stats.mean_compute_s * 1e6:.1f}"),
-                KeyValue(key="compute_time_us_last", value=f"{stats.last_compute_s * 1e6:.1f}"),
-                KeyValue(key="compiled_kernels", value="compiling (reference path)" if pipe.warming_up else "ready"),
-                KeyValue(key="reference_samples", value=str(stats.reference_samples)),
-            ]
-            values += [KeyValue(key=f"skipped_{r.value}", value=str(c)) for r, c in stats.skipped.items()]
-            if pipe.contacts is not None:
-                values += [
-                    KeyValue(key="contact_pulling", value=str(stats.contact_pulling)),
-                    KeyValue(key="contact_outside_friction_cone", value=str(stats.contact_slipping)),
-                    KeyValue(key="contact_unbalanced", value=str(stats.contact_unbalanced)),
-                ]
-            ongoing = pipe.collision
-            values += [
-                KeyValue(key="collision", value=str(ongoing is not None).lower()),
-                KeyValue(key="collisions", value=str(stats.collisions)),
-            ]
-            if ongoing is not None:
-                values += [KeyValue(key="collision_joint", value=pipe.model.joint_names[ongoing.joint]),
-                           KeyValue(key="collision_peak", value=f"{ongoing.peak:.3f}")]
-            fresh_skips = total_skipped - skipped
-            fresh_collisions = stats.collisions - collisions
-            status.level = DIAG_WARN if fresh_skips or fresh_collisions or ongoing is not None else DIAG_OK
-            if ongoing is not None or fresh_collisions:
-                where = f" on {pipe.model.joint_names[ongoing.joint]}" if ongoing is not None else ""
-                status.message = f"collision{where} ({stats.collisions} so far)"
-            else:
-                status.message = f"{fresh_skips} samples skipped" if fresh_skips else "ok"
-        status.values = values
+        if self._pipeline is None and not self._description:
+            self.get_logger().info(self._waiting_text(), throttle_duration_sec=10.0)
+        report = self._diagnostics_reporter.report(self._pipeline, self._model_status)
+        status = DiagnosticStatus(name=f"{self.get_name()}: dynamics", hardware_id="liedyn_ros",
+                                  level=bytes([report.level]), message=report.message,
+                                  values=[KeyValue(key=key, value=value) for key, value in report.values])
         array = DiagnosticArray(status=[status])
         array.header.stamp = self.get_clock().now().to_msg()
         self._diagnostics.publish(array)

@@ -146,6 +146,13 @@ def test_kinematic_source_and_flight(solo) -> None:
     (dict(contact_links=("FL_FOOT",), friction_coefficient=0.0), "friction_coefficient"),
     (dict(contact_links=("FL_FOOT",), contact_types=("line",)), "contact_types"),
     (dict(contact_links=("FL_FOOT",), contact_source="pressure"), "contact_source"),
+    (dict(contact_links=("FL_FOOT",), contact_sole_size=(0.1, 0.05)), "contact_sole_size: .* no contact is flat"),
+    (dict(contact_links=("FL_FOOT", "FR_FOOT"), contact_types=("flat",), contact_sole_size=(0.1, 0.05, 0.1)),
+     "contact_sole_size: .* per flat contact"),
+    (dict(contact_links=("FL_FOOT",), contact_types=("flat",), contact_sole_size=(0.1, 0.0)),
+     "contact_sole_size: .* both half-lengths"),
+    (dict(contact_links=("FL_FOOT",), contact_types=("flat",), contact_sole_size=(0.1, -0.05)),
+     "contact_sole_size: .* >= 0"),
 ])
 def test_bad_contact_configuration_is_refused_by_name(solo, kw, message) -> None:
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
@@ -206,3 +213,145 @@ def test_prepare_kernels_runs_the_contact_path_and_the_observer(solo, monkeypatc
     assert pipe.prepare_kernels() >= 0.0
     assert calls == ["contacts", "observer", "observer"]
     assert pipe.stats.published == 0 and pipe.collision is None
+
+
+# ------------------------------------------------------------------ centre of pressure, /diagnostics
+
+SOLE = (0.1, 0.05)  # half-lengths of a Talos-sized sole, m
+
+
+def test_centre_of_pressure_of_corner_forces_is_their_weighted_centroid(solo) -> None:
+    """Point forces at the sole's corners (p_z = 0, tangential parts too) give a wrench whose CoP
+    is their f_z-weighted centroid; tipping holds exactly when no pressure (f_z >= 0 at the
+    corners) realises (m_x, m_y, f_z), found independently by non-negative least squares."""
+    from scipy.optimize import nnls
+
+    from liedyn_ros.pipeline import centre_of_pressure, check_tipping
+
+    # Two soles of different sizes (one pair per flat contact), a point contact between them.
+    config = PipelineConfig(contact_links=("FL_FOOT", "FR_FOOT", "HL_FOOT"), contact_types=("flat", "point", "flat"),
+                            contact_sole_size=(*SOLE, 0.2, 0.1))
+    contacts = resolve_contacts(solo[0], config)
+    np.testing.assert_array_equal(contacts.soles, [SOLE, (0, 0), (0.2, 0.1)])
+    rng = np.random.default_rng(3)
+    tipped = 0
+    for trial in range(200):
+        i = 2 * (trial % 2)  # a flat contact
+        a, b = contacts.soles[i]
+        corners = np.array([[sx * a, sy * b, 0.0] for sx in (1, -1) for sy in (1, -1)])
+        f = np.column_stack([rng.normal(0, 5, (4, 2)), rng.uniform(-40 if trial >= 20 else 0, 100, 4)])
+        wrench = np.zeros((3, 6))
+        wrench[i] = np.concatenate([np.cross(corners, f).sum(axis=0), f.sum(axis=0)])
+        if trial < 20:  # all corners pushing: the CoP is their centroid, inside the sole
+            np.testing.assert_allclose(centre_of_pressure(wrench[i]), f[:, 2] @ corners[:, :2] / f[:, 2].sum(),
+                                       atol=1e-12)
+        active = np.ones(3, dtype=bool)
+        tipping = check_tipping(contacts, wrench, active, np.zeros(3, dtype=bool))
+        assert not tipping[[1, 2 - i]].any()  # the point contact, the other sole (unloaded)
+        # Pressures p >= 0 at the corners with sum p (y, -x, 1) = (m_x, m_y, f_z)?
+        A = np.vstack([corners[:, 1], -corners[:, 0], np.ones(4)])
+        residual = nnls(A, wrench[i, [0, 1, 5]])[1]
+        carried = residual < 1e-9 * np.abs(wrench[i]).max()
+        assert tipping[i] == (not carried), (trial, residual)
+        tipped += tipping[i]
+        assert not check_tipping(contacts, wrench, ~active, np.zeros(3, dtype=bool)).any()  # inactive
+    assert 20 < tipped < 180  # both kinds were drawn
+    pulled = np.zeros((3, 6))
+    pulled[0, [0, 5]] = 1.0, -10.0  # pulling, and counted as such only
+    assert not check_tipping(contacts, pulled, np.ones(3, dtype=bool), np.array([True, False, False])).any()
+
+
+def talos_on_left_sole(lean: float) -> tuple[Any, np.ndarray]:
+    """(Pinocchio model, q) of Talos leaning sideways by ``lean`` rad (left hip roll +lean, ankle
+    roll -lean) with its left sole flat at the world origin."""
+    robot = contact_sim.talos()
+    pin_model = pin.buildModelFromUrdf(str(robot.urdf), pin.JointModelFreeFlyer())
+    data = pin_model.createData()
+    q = contact_sim.standing_posture(pin_model, robot.posture | {"leg_left_2_joint": lean, "leg_left_6_joint": -lean})
+    pin.framesForwardKinematics(pin_model, data, q)
+    base = data.oMf[pin_model.getFrameId("left_sole_link")].inverse()
+    q[:3], q[3:7] = base.translation, pin.Quaternion(base.rotation).coeffs()
+    return pin_model, q
+
+
+def test_talos_leaning_on_one_sole_tips_where_its_centre_of_mass_leaves_the_sole() -> None:
+    """Talos at rest on its left sole: the sole wrench is unique and the CoP lies under Pinocchio's
+    centre of mass. Standing straight (its weight between the feet) and leaning beyond the outer
+    edge it tips, leaning over the sole it does not; /diagnostics warns with the counts and the
+    sole's name while it tips and is OK again after a period without."""
+    from liedyn_ros.pipeline import DiagnosticsReporter, Level, centre_of_pressure
+
+    robot = contact_sim.talos()
+    model = core.load_urdf(str(robot.urdf), floating_base=True)
+    clock = [0.0]
+    pipe = DynamicsPipeline(model, PipelineConfig(contact_links=robot.feet, contact_types=("flat",),
+                                                  contact_sole_size=SOLE, contact_source="topic",
+                                                  external_torque_observer=False))
+    reporter = DiagnosticsReporter(clock=lambda: clock[0])
+    n = model.n
+    for step, (lean, tips) in enumerate(((0.0, True), (-0.14, False), (-0.26, True), (-0.14, False))):
+        pin_model, q = talos_on_left_sole(lean)
+        com = pin.centerOfMass(pin_model, pin_model.createData(), q)
+        stamp = STAMP + step * 10**9
+        pipe.on_odometry(odometry("rosbags", stamp, q[:3], q[3:7], np.zeros(6), model.root_link))
+        pipe.on_contact_state(flags([1, 0]), stamp)
+        names = list(pin_model.names[2:])
+        out = pipe.on_joint_state(ros_joint_state(stamp, names, q[7:], np.zeros(n), np.zeros(n))).outputs
+        np.testing.assert_allclose(centre_of_pressure(out.contact_wrench[0]), com[:2], atol=1e-9)
+        assert (np.abs(com[:2]) > SOLE).any() == tips, (lean, com)
+        clock[0] += 1.0
+        report = reporter.report(pipe, "talos")
+        values = dict(report.values)
+        assert values["contact_tipping"] == str(pipe.stats.contact_tipping)
+        if tips:
+            assert report.level is Level.WARN, report
+            assert report.message == "contact forces not physical in the last 1.0 s: 1 tipping (left_sole_link)"
+            assert values["contact_tipping_links"] == "left_sole_link"
+        else:
+            assert report.level is Level.OK and report.message == "ok", report
+    assert pipe.stats.contact_tipping == 2 and pipe.stats.contact_pulling == 0
+
+
+def test_diagnostics_levels_follow_what_happened_since_the_previous_report(solo) -> None:
+    """OK; WARN for skips, contact violations (with the latest offending links) and collisions
+    since the report before; OK again once they stop; ERROR without a model; a rebuilt pipeline
+    starts from zero."""
+    from liedyn_ros.pipeline import DiagnosticsReporter, Level
+
+    clock = [0.0]
+    reporter = DiagnosticsReporter(clock=lambda: clock[0])
+    assert reporter.report(None, "waiting for robot_description") == (
+        Level.ERROR, "waiting for robot_description", (("model", "waiting for robot_description"),))
+    pipe = DynamicsPipeline(solo[0], config(contact_source="topic"))
+    q = solo[2]
+    for step in range(4):
+        feed(pipe, q, STAMP + step * 1_000_000)  # no contact state yet: skipped
+    clock[0] = 2.0
+    report = reporter.report(pipe, "solo")
+    assert report.level is Level.WARN and report.message == "4 samples skipped"
+    values = dict(report.values)
+    assert values["input_rate_hz"] == "2.0" and values["skipped_no_contact_state"] == "4"
+    assert values["contact_pulling"] == "0" and values["contact_pulling_links"] == ""
+    clock[0] = 3.0
+    assert reporter.report(pipe, "solo")[:2] == (Level.OK, "ok")
+    stats = pipe.stats  # violations as _outputs counts them
+    stats.contact_pulling, stats.contact_slipping, stats.contact_unbalanced = 2, 3, 1
+    stats.contact_offenders |= {"pulling": ("FL_FOOT", "HR_FOOT"), "slipping": ("FR_FOOT",)}
+    clock[0] = 3.5
+    report = reporter.report(pipe, "solo")
+    assert report.level is Level.WARN and report.message == (
+        "contact forces not physical in the last 0.5 s: 2 pulling (FL_FOOT, HR_FOOT), "
+        "3 outside friction cone (FR_FOOT), 1 unbalanced")
+    values = dict(report.values)
+    assert values["contact_pulling_links"] == "FL_FOOT, HR_FOOT" and values["contact_outside_friction_cone"] == "3"
+    clock[0] = 4.5
+    report = reporter.report(pipe, "solo")
+    assert report[:2] == (Level.OK, "ok") and dict(report.values)["contact_pulling"] == "2"  # totals stay
+    pipe.collision = core.Collision(STAMP, None, 2, 12.5)
+    stats.collisions = 1
+    assert reporter.report(pipe, "solo")[:2] == (Level.WARN, f"collision on {solo[0].joint_names[2]} (1 so far)")
+    rebuilt = DynamicsPipeline(solo[0], config())
+    feed(rebuilt, q)
+    clock[0] = 5.5
+    report = reporter.report(rebuilt, "solo")
+    assert report[:2] == (Level.OK, "ok") and dict(report.values)["input_rate_hz"] == "1.0"

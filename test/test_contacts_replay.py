@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from liedyn_ros import pipeline
 from liedyn_ros.replay import ReplayOptions, replay
 
 import contact_sim  # noqa: E402  (test/ helper)
@@ -17,6 +18,7 @@ import contact_sim  # noqa: E402  (test/ helper)
 EDGE_S = 0.04  # left out around the phase switch and the bag's ends (the derivative's window)
 ROBOTS = {"solo12": contact_sim.solo12, "talos": contact_sim.talos}
 KNEES = {"solo12": "KFE", "talos": "_4_joint"}
+SOLE = (0.1, 0.05)  # half-lengths of the soles checked for tipping (flat contacts), m
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +39,8 @@ def params(tmp_path: Path, robot: contact_sim.Robot, source: str) -> Path:
         "/**:\n  ros__parameters:\n"
         f"    contact_links: [{', '.join(robot.feet)}]\n"
         f"    contact_types: [{robot.kind}]\n    friction_coefficient: 0.8\n    contact_source: {source}\n"
-        "    contact_force_threshold: 1.0\n")
+        "    contact_force_threshold: 1.0\n"
+        + (f"    contact_sole_size: [{SOLE[0]}, {SOLE[1]}]\n" if robot.kind == "flat" else ""))
     return path
 
 
@@ -85,5 +88,10 @@ def test_contact_consistent_residual_below_one_percent(tmp_path, recordings, nam
         else:
             assert links[foot]["active"] == rec.active[:, i].sum()
         assert report.published[f"contact_wrench/{foot}"] == links[foot]["active"]
+    if robot.kind == "flat":  # on one sole its weight is beside it: tipping, as the simulator's own wrenches say
+        off_sole = (np.abs(pipeline.centre_of_pressure(rec.wrench)) > SOLE).any(axis=-1) & rec.active
+        print("tipping", {foot: links[foot]["tipping"] for foot in robot.feet}, "simulator", off_sole.sum(axis=0))
+        assert off_sole[:, 0].sum() > 200
+        assert [links[foot]["tipping"] for foot in robot.feet] == list(off_sole.sum(axis=0))
     if source == "topic":
         assert (out / "contact_forces.png").is_file()

@@ -18,8 +18,9 @@ Data flow for one JointState, one module per stage::
              (compute_contact_outputs: contact-consistent, with contact wrenches and checks)
     messages OutputMessageFactory.build(output)    -> {topic: message}
 
-``stream.DynamicsPipeline`` runs these stages per message for the node; ``config`` holds the
-settings and skip reasons. Conventions (shared/CONVENTIONS.md): twists (omega, v), wrenches
+``stream.DynamicsPipeline`` runs these stages per message for the node (and counts the contact
+checks, ``contacts.check_forces`` and ``contacts.check_tipping``); ``diagnostics`` turns its
+counters into the node's /diagnostics status; ``config`` holds the settings and skip reasons. Conventions (shared/CONVENTIONS.md): twists (omega, v), wrenches
 (m, f), angular first; the floating-base generalized velocity is the Odometry twist in
 child_frame_id, reordered angular-first; output stamps copy the JointState stamp.
 """
@@ -47,6 +48,8 @@ from liedyn_ros.pipeline.contacts import (
     Contacts,
     ContactState,
     WrenchSensors,
+    centre_of_pressure,
+    check_tipping,
     contact_frames,
     contact_wrenches,
     decode_contact_flags,
@@ -89,11 +92,13 @@ from liedyn_ros.pipeline.messages import (
 )
 from liedyn_ros.pipeline.pair import BaseState, Reference, decode_odometry, decode_reference, pair_odometry
 from liedyn_ros.pipeline.stream import DynamicsPipeline, PipelineOutput, PipelineStats, RateLimitedWarner
+from liedyn_ros.pipeline.diagnostics import DiagnosticsReport, DiagnosticsReporter, Level
 
 __all__ = [
     "NODE_ONLY_PARAMETERS", "config_from_parameters",
     "TOPIC_CONTACT_WRENCH", "TOPIC_UNCONSTRAINED_FEEDFORWARD", "ContactSource", "ContactChecks",
-    "Contacts", "ContactState", "WrenchSensors", "compute_contact_outputs", "contact_frames",
+    "Contacts", "ContactState", "WrenchSensors", "centre_of_pressure", "check_tipping",
+    "DiagnosticsReport", "DiagnosticsReporter", "Level", "compute_contact_outputs", "contact_frames",
     "contact_torques", "contact_wrench_topic", "contact_wrenches", "decode_contact_flags",
     "decode_contact_wrench", "forces_closest_to", "joint_torques", "kinematic_contacts",
     "pair_contact_state", "resolve_contacts", "stacked_forces", "wrench_at_link",

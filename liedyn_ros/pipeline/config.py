@@ -79,7 +79,10 @@ class PipelineConfig:
     (x, y, z of the contact point in the link frame) hold one entry for all contacts or one
     per contact; ``contact_wrench_topics`` empty means ``contact_sensor/<link>``. Ages in
     seconds, ``contact_force_threshold`` in N, ``contact_height`` (above ``ground_height``,
-    world z) in m, ``contact_speed`` in m/s.
+    world z) in m, ``contact_speed`` in m/s. ``contact_sole_size``: half-lengths (x, y) [m] of
+    the rectangular sole of the flat contacts, centred at the contact point in the contact
+    frame's axes, one pair for all flat contacts or one per flat contact (``contact_links``
+    order); empty or zeros: no centre-of-pressure check.
 
     External torque (momentum observer, on the samples with a measured effort; off with
     ``external_torque_observer`` false, and no collision events then): ``observer_gain`` K [1/s] (time constant 1/K), ``collision_threshold`` [N m or N], one for
@@ -113,6 +116,7 @@ class PipelineConfig:
     contact_height: float = 0.02
     contact_speed: float = 0.1
     ground_height: float = 0.0
+    contact_sole_size: tuple[float, ...] = ()
     publish_unconstrained: bool = False
     external_torque_observer: bool = True
     observer_gain: float = 50.0
@@ -192,6 +196,40 @@ class PipelineConfig:
         _require_positive("contact_speed", self.contact_speed)
         if not math.isfinite(self.ground_height):
             raise ValueError(f"ground_height: {self.ground_height} is not finite")
+        self._check_soles()
+
+    def flat_soles(self) -> tuple[tuple[float, float], ...]:
+        """The sole half-lengths (x, y) of each flat contact in ``contact_links`` order; (0, 0)
+        for a sole not checked (all of them without ``contact_sole_size``)."""
+        size, flat = self.contact_sole_size, self._flat_count()
+        if not any(size):
+            return ((0.0, 0.0),) * flat
+        pairs = tuple(zip(size[::2], size[1::2]))
+        return pairs * flat if len(pairs) == 1 else pairs
+
+    def _flat_count(self) -> int:
+        k = len(self.contact_links)
+        return (self.contact_types * k if len(self.contact_types) == 1 else self.contact_types).count("flat")
+
+    def _check_soles(self) -> None:
+        size = self.contact_sole_size
+        if isinstance(size, (int, float)):  # one number: the node's default [0.0]
+            size = (size,)
+        size = tuple(float(x) for x in size)
+        if not all(math.isfinite(x) and x >= 0.0 for x in size):
+            raise ValueError(f"contact_sole_size: {list(size)} must be finite and >= 0")
+        object.__setattr__(self, "contact_sole_size", size if any(size) else ())  # zeros: no check
+        if not any(size):
+            return
+        flat = self._flat_count()
+        if flat == 0:
+            raise ValueError(f"contact_sole_size: {list(size)} given but no contact is flat (contact_types)")
+        if len(size) not in (2, 2 * flat):
+            raise ValueError(f"contact_sole_size: {list(size)} must be half-lengths x, y for all flat contacts "
+                             f"or per flat contact ({2 * flat} numbers)")
+        if any((x > 0.0) != (y > 0.0) for x, y in zip(size[::2], size[1::2])):
+            raise ValueError(f"contact_sole_size: {list(size)}: a sole needs both half-lengths > 0 "
+                             "(both 0: not checked)")
 
 
 # Parameters of the node that are not pipeline settings (the model's, the node's timers).

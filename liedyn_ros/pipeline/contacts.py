@@ -29,7 +29,9 @@ class Contacts:
 
     links, kinds: per contact; offsets (k, 3): contact points in link axes; constraints: the
     ``core.Contact`` list in the same order; rows (k + 1,): row ranges of lam; up (3,): the
-    ground normal, against gravity; mu: friction coefficient.
+    ground normal, against gravity; mu: friction coefficient; soles (k, 2): half-lengths (x, y)
+    of the flat contacts' soles, zero where not checked (point contacts too), None when no
+    sole is checked.
     """
 
     links: tuple[str, ...]
@@ -39,6 +41,7 @@ class Contacts:
     rows: NDArray[np.intp]
     up: FloatArray
     mu: float
+    soles: FloatArray | None = None
     _sets: weakref.WeakKeyDictionary[Any, Any] = field(default_factory=weakref.WeakKeyDictionary, repr=False)
 
     @property
@@ -77,8 +80,15 @@ def resolve_contacts(model: Any, config: PipelineConfig) -> Contacts | None:
     return Contacts(
         tuple(links), tuple(kinds), offsets, constraints,
         np.asarray(core.constraint_set(model, list(constraints)).rows, dtype=np.intp), up,
-        float(config.friction_coefficient),
+        float(config.friction_coefficient), _soles(kinds, config),
     )
+
+
+def _soles(kinds: tuple[str, ...], config: PipelineConfig) -> FloatArray | None:
+    """(k, 2) sole half-lengths per contact from ``contact_sole_size`` (flat contacts only)."""
+    flat = iter(config.flat_soles())
+    soles = np.array([next(flat) if kind == "flat" else (0.0, 0.0) for kind in kinds], dtype=np.float64)
+    return soles if soles.any() else None
 
 
 # --------------------------------------------------------------------------------------
@@ -229,6 +239,35 @@ def check_forces(contacts: Contacts, T_wc: FloatArray, wrench: FloatArray,
     pulling = active & (normal < -tol)
     slipping = active & ~pulling & (tangential > contacts.mu * normal + tol)
     return np.asarray(pulling), np.asarray(slipping)
+
+
+def centre_of_pressure(wrench: FloatArray) -> FloatArray:
+    """The centre of pressure (..., 2) of flat-contact wrenches (..., 6), (m, f) about the contact
+    point in the contact frame (z the sole normal): the point of the sole plane about which the
+    wrench has no tangential moment,
+
+        p_x = -m_y / f_z,   p_y = m_x / f_z
+
+    (forces f_i at sole points p_i give m = sum p_i x f_i, so m_x = sum p_y f_z and m_y = -sum p_x f_z:
+    p is their f_z-weighted centroid). NaN where f_z = 0.
+    """
+    m, fz = wrench[..., :3], wrench[..., 5]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.stack((-m[..., 1] / fz, m[..., 0] / fz), axis=-1)
+
+
+def check_tipping(contacts: Contacts, wrench: FloatArray, active: BoolArray, pulling: BoolArray) -> BoolArray:
+    """Tipping (..., k): active flat contacts with a sole (``contacts.soles``), not pulling, whose
+    centre of pressure lies outside the sole |p_x| <= a, |p_y| <= b, i.e. whose tangential moment
+    no pressure on the sole carries: |m_y| > a f_z or |m_x| > b f_z (the form holds at f_z = 0 too).
+    wrench (..., k, 6) as :attr:`DynamicsOutputs.contact_wrench`."""
+    if contacts.soles is None:
+        return np.zeros(np.shape(active), dtype=bool)
+    m, fz = wrench[..., :3], wrench[..., 5]
+    a, b = contacts.soles[:, 0], contacts.soles[:, 1]
+    tol = 1e-9 * (1.0 + np.abs(wrench).max(axis=-1))  # rounding at an unloaded sole is no violation
+    outside = (np.abs(m[..., 1]) > a * fz + tol) | (np.abs(m[..., 0]) > b * fz + tol)
+    return np.asarray(active & ~pulling & (a > 0) & outside)
 
 
 def forces_closest_to(tau_full: FloatArray, A: FloatArray, target: FloatArray, n_base: int,

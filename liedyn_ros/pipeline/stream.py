@@ -15,7 +15,7 @@ from liedyn_ros.pipeline.config import (
     NS_PER_S, AccelerationSource, ContactSource, FloatArray, Logger, PipelineConfig, SkipReason,
 )
 from liedyn_ros.pipeline.contacts import (
-    ContactState, WrenchSensors, contact_frames, decode_contact_flags, kinematic_contacts,
+    ContactState, WrenchSensors, check_tipping, contact_frames, decode_contact_flags, kinematic_contacts,
     pair_contact_state, resolve_contacts,
 )
 from liedyn_ros.pipeline.decode import JointSample, JointStateDecoder, stamp_to_ns
@@ -48,16 +48,25 @@ class PipelineStats:
     last_compute_s: float = 0.0
     total_compute_s: float = 0.0
     reference_samples: int = 0  # computed by core.reference while the kernels were compiling
-    # Contact forces that are not physical, never hidden: contacts pulling or outside the
-    # friction cone, samples whose motion no contact force realises (least squares used).
+    # Contact forces that are not physical, never hidden: contacts pulling, outside the
+    # friction cone or tipping (a flat contact's centre of pressure off its sole), samples whose
+    # motion no contact force realises (least squares used).
     contact_pulling: int = 0
     contact_slipping: int = 0
+    contact_tipping: int = 0
     contact_unbalanced: int = 0
+    # The contact links of the latest sample with each violation ("pulling", "slipping", "tipping").
+    contact_offenders: dict[str, tuple[str, ...]] = field(default_factory=dict)
     collisions: int = 0  # collision events started
 
     @property
     def mean_compute_s(self) -> float:
         return self.total_compute_s / self.published if self.published else 0.0
+
+
+def _offenders(stats: PipelineStats) -> str:
+    """"pulling FL_FOOT, HR_FOOT; tipping left_sole_link": the latest offending links per violation."""
+    return "; ".join(f"{kind} {', '.join(links)}" for kind, links in stats.contact_offenders.items()) or "none"
 
 
 class RateLimitedWarner:
@@ -333,16 +342,24 @@ class DynamicsPipeline:
                                    algorithms=algorithms)
         out = compute_contact_outputs(model, self.contacts, q, v, a, effort, pose, active,
                                       solution=self.config.contact_solution, ff_state=ff_state, friction=friction)
-        checks, stats = out.checks, self.stats
-        if checks is not None and (checks.pulling.any() or checks.slipping.any() or checks.unbalanced):
+        checks, stats, contacts = out.checks, self.stats, self.contacts
+        if checks is None or out.contact_wrench is None or out.contact_active is None:
+            return out
+        tipping = check_tipping(contacts, out.contact_wrench, out.contact_active, checks.pulling)
+        if checks.pulling.any() or checks.slipping.any() or tipping.any() or checks.unbalanced:
+            for kind, flags in (("pulling", checks.pulling), ("slipping", checks.slipping), ("tipping", tipping)):
+                if flags.any():
+                    stats.contact_offenders[kind] = tuple(link for link, bad in zip(contacts.links, flags) if bad)
             stats.contact_pulling += int(checks.pulling.sum())
             stats.contact_slipping += int(checks.slipping.sum())
+            stats.contact_tipping += int(tipping.sum())
             stats.contact_unbalanced += int(checks.unbalanced)
             self._warner.warn("contact_forces", (
                 "contact forces not physical: "
                 f"{stats.contact_pulling} pulling, {stats.contact_slipping} outside the friction cone "
-                f"(mu={self.config.friction_coefficient}), {stats.contact_unbalanced} samples no "
-                "contact force realises (least squares) so far"))
+                f"(mu={self.config.friction_coefficient}), {stats.contact_tipping} tipping (centre of pressure "
+                f"off the sole), {stats.contact_unbalanced} samples no contact force realises (least squares) "
+                f"so far; latest: {_offenders(stats)}"))
         return out
 
     def _active_contacts(self, sample: JointSample, v: FloatArray, pose: FloatArray | None) -> np.ndarray | SkipReason | None:

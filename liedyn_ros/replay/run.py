@@ -421,7 +421,9 @@ class BlockDynamics:
         assert out.contact_wrench is not None
         normal, normal_fit = (np.einsum("bkij,bkj->bki", R, w[..., 3:]) @ contacts.up
                               for w in (out.contact_wrench, wrench))
-        return ContactFit(tau, wrench, measured, normal, normal_fit)
+        assert out.checks is not None
+        tipping = pipeline.check_tipping(contacts, out.contact_wrench, active, out.checks.pulling)
+        return ContactFit(tau, wrench, measured, normal, normal_fit, tipping)
 
 
 class ContactFit(NamedTuple):
@@ -434,6 +436,7 @@ class ContactFit(NamedTuple):
     measured: bool
     normal: NDArray[np.float64]      # (N, k) the configured solution's normal forces (world up)
     normal_fit: NDArray[np.float64]  # (N, k) the fit's
+    tipping: NDArray[np.bool_]       # (N, k) the configured solution's centre of pressure off its sole
 
 
 def _progress_bar(stream: SampleStream, options: ReplayOptions) -> Any:

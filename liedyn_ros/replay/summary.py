@@ -93,7 +93,8 @@ class ResidualSummary:
     collisions: list[dict[str, Any]] = field(default_factory=list)
     # With contacts: residuals against the torque closest to the effort and the unconstrained
     # one, the effort itself (for relative figures); per contact the samples in contact and
-    # the violations; the samples no contact force realises.
+    # the violations (tipping: a flat contact's centre of pressure off its sole); the samples no
+    # contact force realises.
     contact_links: tuple[str, ...] = ()
     torque_fit: Running = field(init=False)
     torque_free: Running = field(init=False)
@@ -105,7 +106,7 @@ class ResidualSummary:
         n = len(self.joint_names)
         self.torque_fit, self.torque_free, self.effort = Running(n), Running(n), Running(n)
         self.contact_counts = {key: np.zeros(len(self.contact_links), dtype=np.int64)
-                               for key in ("active", "pulling", "slipping")}
+                               for key in ("active", "pulling", "slipping", "tipping")}
         self.kinds = self.kinds or ("revolute",) * n
         self.torque = Running(n)
         self.acceleration = Running(n)
@@ -139,6 +140,7 @@ class ResidualSummary:
         self.contact_counts["active"] += out.contact_active.sum(axis=0)
         self.contact_counts["pulling"] += out.checks.pulling.sum(axis=0)
         self.contact_counts["slipping"] += out.checks.slipping.sum(axis=0)
+        self.contact_counts["tipping"] += fit.tipping.sum(axis=0)
         self.unbalanced += int(out.checks.unbalanced.sum())
 
     def as_dict(self) -> dict[str, Any]:
@@ -208,6 +210,7 @@ def format_table(summary: dict[str, Any]) -> str:
         c = summary["contacts"]
         lines.append("contacts: " + ", ".join(
             f"{link} in contact {v['active']}, pulling {v['pulling']}, outside the cone {v['slipping']}"
+            + (f", tipping {v['tipping']}" if "tipping" in v else "")
             for link, v in c["links"].items()) + f"; unbalanced samples {c['unbalanced_samples']}")
     return "\n".join(lines)
 

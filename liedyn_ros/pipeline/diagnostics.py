@@ -1,0 +1,120 @@
+"""What the node's /diagnostics says, from the pipeline's counters: level, message, key/values.
+
+The node only turns a :class:`DiagnosticsReport` into a diagnostic_msgs/DiagnosticStatus. The
+level is WARN when something went wrong since the previous report (the last
+``diagnostics_period``, or less when a collision publishes at once): samples skipped, a
+collision started or under way, contact forces that are not physical (pulling, outside the
+friction cone, tipping, no force realising the motion). It is OK again after a period without
+any, and ERROR without a model. The counts in the values are totals since the pipeline was built.
+"""
+from __future__ import annotations
+
+import enum
+import time
+from typing import Callable, NamedTuple
+
+from liedyn_ros.pipeline.stream import DynamicsPipeline, PipelineStats
+
+
+class Level(enum.IntEnum):
+    """diagnostic_msgs/DiagnosticStatus levels."""
+
+    OK = 0
+    WARN = 1
+    ERROR = 2
+
+
+class DiagnosticsReport(NamedTuple):
+    """One DiagnosticStatus: level, message, (key, value) pairs."""
+
+    level: Level
+    message: str
+    values: tuple[tuple[str, str], ...]
+
+
+# Contact violations: (diagnostics key, PipelineStats counter, key of stats.contact_offenders).
+CONTACT_VIOLATIONS = (
+    ("contact_pulling", "contact_pulling", "pulling"),
+    ("contact_outside_friction_cone", "contact_slipping", "slipping"),
+    ("contact_tipping", "contact_tipping", "tipping"),
+    ("contact_unbalanced", "contact_unbalanced", None),  # a whole sample: no link to name
+)
+
+
+class _Counts(NamedTuple):
+    """The counters a report compares with the previous one."""
+
+    received: int
+    skipped: int
+    collisions: int
+    contacts: tuple[int, ...]
+
+    @classmethod
+    def of(cls, stats: PipelineStats) -> _Counts:
+        return cls(stats.received, sum(stats.skipped.values()), stats.collisions,
+                   tuple(getattr(stats, counter) for _, counter, _ in CONTACT_VIOLATIONS))
+
+
+_NONE = _Counts(0, 0, 0, (0,) * len(CONTACT_VIOLATIONS))
+
+
+class DiagnosticsReporter:
+    """Reports on a pipeline, each against the counters of the report before (a rebuilt
+    pipeline starts from zero)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._time = clock()
+        self._stats: PipelineStats | None = None
+        self._counts = _NONE
+
+    def report(self, pipe: DynamicsPipeline | None, model_status: str) -> DiagnosticsReport:
+        values = [("model", model_status)]
+        if pipe is None:
+            return DiagnosticsReport(Level.ERROR, model_status, tuple(values))
+        stats, now = pipe.stats, self._clock()
+        before = self._counts if stats is self._stats else _NONE
+        counts = _Counts.of(stats)
+        period = now - self._time
+        self._time, self._stats, self._counts = now, stats, counts
+        values += [
+            ("input_rate_hz", f"{(counts.received - before.received) / max(period, 1e-9):.1f}"),
+            ("published", str(stats.published)),
+            ("compute_time_us_mean", f"{stats.mean_compute_s * 1e6:.1f}"),
+            ("compute_time_us_last", f"{stats.last_compute_s * 1e6:.1f}"),
+            ("compiled_kernels", "compiling (reference path)" if pipe.warming_up else "ready"),
+            ("reference_samples", str(stats.reference_samples)),
+        ]
+        values += [(f"skipped_{r.value}", str(c)) for r, c in stats.skipped.items()]
+        if pipe.contacts is not None:
+            for key, counter, kind in CONTACT_VIOLATIONS:
+                values.append((key, str(getattr(stats, counter))))
+                if kind is not None:  # the links of the latest sample with this violation
+                    values.append((f"{key}_links", ", ".join(stats.contact_offenders.get(kind, ()))))
+        ongoing = pipe.collision
+        values += [("collision", str(ongoing is not None).lower()), ("collisions", str(stats.collisions))]
+        if ongoing is not None:
+            values += [("collision_joint", pipe.model.joint_names[ongoing.joint]),
+                       ("collision_peak", f"{ongoing.peak:.3f}")]
+        problems = []
+        fresh_collisions = counts.collisions - before.collisions
+        if ongoing is not None or fresh_collisions:
+            where = f" on {pipe.model.joint_names[ongoing.joint]}" if ongoing is not None else ""
+            problems.append(f"collision{where} ({stats.collisions} so far)")
+        if counts.skipped > before.skipped:
+            problems.append(f"{counts.skipped - before.skipped} samples skipped")
+        contacts = _contact_problems(stats, counts, before, period)
+        if contacts:
+            problems.append(contacts)
+        return DiagnosticsReport(Level.WARN if problems else Level.OK, "; ".join(problems) or "ok", tuple(values))
+
+
+def _contact_problems(stats: PipelineStats, counts: _Counts, before: _Counts, period: float) -> str:
+    """"contact forces not physical in the last 1.0 s: 3 tipping (left_sole_link), ..." or ""."""
+    parts = []
+    for (key, _, kind), now, then in zip(CONTACT_VIOLATIONS, counts.contacts, before.contacts):
+        if now > then:
+            links = ", ".join(stats.contact_offenders.get(kind, ())) if kind is not None else ""
+            parts.append(f"{now - then} {key.removeprefix('contact_').replace('_', ' ')}"
+                         + (f" ({links})" if links else ""))
+    return f"contact forces not physical in the last {period:.1f} s: " + ", ".join(parts) if parts else ""
