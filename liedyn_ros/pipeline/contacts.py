@@ -263,10 +263,10 @@ def check_tipping(contacts: Contacts, wrench: FloatArray, active: BoolArray, pul
     wrench (..., k, 6) as :attr:`DynamicsOutputs.contact_wrench`."""
     if contacts.soles is None:
         return np.zeros(np.shape(active), dtype=bool)
-    m, fz = wrench[..., :3], wrench[..., 5]
+    fz = wrench[..., 5]
     a, b = contacts.soles[:, 0], contacts.soles[:, 1]
-    tol = 1e-9 * (1.0 + np.abs(wrench).max(axis=-1))  # rounding at an unloaded sole is no violation
-    outside = (np.abs(m[..., 1]) > a * fz + tol) | (np.abs(m[..., 0]) > b * fz + tol)
+    tol = 1e-9 * (1.0 + np.abs(fz))  # rounding at an unloaded sole is no violation
+    outside = (np.abs(wrench[..., 1]) > a * fz + tol) | (np.abs(wrench[..., 0]) > b * fz + tol)
     return np.asarray(active & ~pulling & (a > 0) & outside)
 
 

@@ -64,6 +64,9 @@ class PipelineStats:
         return self.total_compute_s / self.published if self.published else 0.0
 
 
+_NO_TIPPING = np.zeros(0, dtype=bool)
+
+
 def _offenders(stats: PipelineStats) -> str:
     """"pulling FL_FOOT, HR_FOOT; tipping left_sole_link": the latest offending links per violation."""
     return "; ".join(f"{kind} {', '.join(links)}" for kind, links in stats.contact_offenders.items()) or "none"
@@ -345,7 +348,8 @@ class DynamicsPipeline:
         checks, stats, contacts = out.checks, self.stats, self.contacts
         if checks is None or out.contact_wrench is None or out.contact_active is None:
             return out
-        tipping = check_tipping(contacts, out.contact_wrench, out.contact_active, checks.pulling)
+        tipping = _NO_TIPPING if contacts.soles is None else check_tipping(  # no sole: no call, per sample
+            contacts, out.contact_wrench, out.contact_active, checks.pulling)
         if checks.pulling.any() or checks.slipping.any() or tipping.any() or checks.unbalanced:
             for kind, flags in (("pulling", checks.pulling), ("slipping", checks.slipping), ("tipping", tipping)):
                 if flags.any():
