@@ -86,7 +86,10 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "contact_height": (0.02, "kinematic source: max contact point height above ground_height [m]"),
     "contact_speed": (0.1, "kinematic source: max contact point speed [m/s]"),
     "ground_height": (0.0, "kinematic source: world height of the ground plane [m]"),
-    "publish_unconstrained": (False, "with contacts, also publish unconstrained/feedforward_torque"),
+    "publish_unconstrained": (False, "with contacts or loops, also publish unconstrained/feedforward_torque"),
+    "loop_closures": ([""], "closed loops, each 'link_a link_b point|weld'; ['']: none"),
+    "loop_offsets": ([0.0] * 6, "loop points x_a, y_a, z_a (link_a frame), x_b, y_b, z_b (link_b) [m], for all or per loop"),
+    "passive_joints": ([""], "unactuated joints (zero torque), with loops or contacts; ['']: none"),
     "external_torque_observer": (True, "momentum observer: external_torque and collisions (needs measured efforts)"),
     "observer_gain": (50.0, "momentum observer gain K [1/s]: the estimate lags by 1/K"),
     "collision_threshold": ([10.0], "external torque [N m] that starts a collision: one for all joints or per joint"),
@@ -262,7 +265,7 @@ class DynamicsNode(Node):
         self._pipeline = pipeline
         self._wire_odometry(model.floating_base)
         self._wire_contacts(config)
-        if pipeline.contacts is None:
+        if not pipeline.constrained:
             # The first samples run on the reference implementation while numba compiles.
             pipeline.start_warmup()
             ready = "compiled kernels building in the background" if pipeline.warming_up else "compiled kernels loaded"

@@ -15,7 +15,8 @@ Data flow for one JointState, one module per stage::
     contacts pair_contact_state, WrenchSensors, kinematic_contacts -> active contacts (k,)
     estimate acceleration source                   -> a (zero | estimated | reference)
     compute  compute_outputs(model, q, v, a, ...)  -> DynamicsOutputs (batched numpy, core calls)
-             (compute_contact_outputs: contact-consistent, with contact wrenches and checks)
+             (compute_contact_outputs: contact-consistent, with contact wrenches and checks;
+              loops.compute_loop_outputs: with loop closures and passive joints too)
     messages OutputMessageFactory.build(output)    -> {topic: message}
 
 ``stream.DynamicsPipeline`` runs these stages per message for the node (and counts the contact
@@ -73,6 +74,7 @@ from liedyn_ros.pipeline.decode import (
     stamp_to_ns,
 )
 from liedyn_ros.pipeline.estimate import AccelerationEstimator, estimate_accelerations
+from liedyn_ros.pipeline.loops import Loops, closest_loop_forces, compute_loop_outputs, loop_torques, resolve_loops
 from liedyn_ros.pipeline.messages import (
     TOPIC_BASE_ACCELERATION,
     TOPIC_BASE_WRENCH,
@@ -96,6 +98,7 @@ from liedyn_ros.pipeline.diagnostics import DiagnosticsReport, DiagnosticsReport
 
 __all__ = [
     "NODE_ONLY_PARAMETERS", "config_from_parameters",
+    "Loops", "closest_loop_forces", "compute_loop_outputs", "loop_torques", "resolve_loops",
     "TOPIC_CONTACT_WRENCH", "TOPIC_UNCONSTRAINED_FEEDFORWARD", "ContactSource", "ContactChecks",
     "Contacts", "ContactState", "WrenchSensors", "centre_of_pressure", "check_tipping",
     "DiagnosticsReport", "DiagnosticsReporter", "Level", "compute_contact_outputs", "contact_frames",

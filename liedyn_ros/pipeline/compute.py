@@ -190,7 +190,7 @@ def compute_contact_outputs(
         wrench[~active] = 0.0  # the core's inactive rows are zero up to rounding
         out = out._replace(tau_ff=tau_ff, tau_g=tau_g)
         if effort is not None and free.qdd_pred is not None:
-            out = _constrained_predictions(model, contacts, q, v, effort, base_pose, active, rows, out)
+            out = constrained_predictions(model, contacts, q, v, effort, base_pose, active, rows, out)
     T_wc = contact_frames(model, contacts, q, base_pose)
     pulling, slipping = check_forces(contacts, T_wc, wrench, active)
     return out._replace(checks=ContactChecks(pulling, slipping, unbalanced))
@@ -218,10 +218,11 @@ def contact_torques(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray
     return joint_torques(tau_full, A, lam, nb), lam, np.abs(base).max(axis=-1, initial=0.0) > 1e-6 * scale
 
 
-def _constrained_predictions(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray, effort: FloatArray,
-                             base_pose: FloatArray | None, active: NDArray[np.bool_], rows: NDArray[np.bool_],
-                             out: DynamicsOutputs) -> DynamicsOutputs:
-    """constrained_aba on the rows in contact that have efforts (the base passive)."""
+def constrained_predictions(model: Any, contacts: Any, q: FloatArray, v: FloatArray, effort: FloatArray,
+                            base_pose: FloatArray | None, active: NDArray[np.bool_], rows: NDArray[np.bool_],
+                            out: DynamicsOutputs) -> DynamicsOutputs:
+    """constrained_aba on the rows in contact that have efforts (the base passive); ``contacts``
+    a Contacts or a loops.Loops (their constraint set ``on(model)``)."""
     assert out.qdd_pred is not None
     nb = model.nv - model.n
     tau = np.concatenate((np.zeros(effort.shape[:-1] + (nb,)), effort), axis=-1)

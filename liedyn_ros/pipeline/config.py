@@ -65,6 +65,7 @@ class ContactSource(str, enum.Enum):
 
 CONTACT_KINDS = ("point", "flat")
 CONTACT_SOLUTIONS = ("min_torque", "min_force")
+LOOP_KINDS = ("point", "weld")
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,11 @@ class PipelineConfig:
     the rectangular sole of the flat contacts, centred at the contact point in the contact
     frame's axes, one pair for all flat contacts or one per flat contact (``contact_links``
     order); empty or zeros: no centre-of-pressure check.
+
+    Closed loops (none when ``loop_closures`` is empty): each entry "link_a link_b kind", kind
+    point (the two points coincide: a ball or, in a planar linkage, a revolute cut joint) or weld;
+    ``loop_offsets`` the points in link_a's and link_b's frames (x_a, y_a, z_a, x_b, y_b, z_b [m]),
+    one six for all loops or six per loop; ``passive_joints`` the unactuated joints (zero torque).
 
     External torque (momentum observer, on the samples with a measured effort; off with
     ``external_torque_observer`` false, and no collision events then): ``observer_gain`` K [1/s] (time constant 1/K), ``collision_threshold`` [N m or N], one for
@@ -118,6 +124,9 @@ class PipelineConfig:
     ground_height: float = 0.0
     contact_sole_size: tuple[float, ...] = ()
     publish_unconstrained: bool = False
+    loop_closures: tuple[str, ...] = ()
+    loop_offsets: tuple[float, ...] = (0.0,) * 6
+    passive_joints: tuple[str, ...] = ()
     external_torque_observer: bool = True
     observer_gain: float = 50.0
     collision_threshold: tuple[float, ...] = (10.0,)
@@ -145,7 +154,32 @@ class PipelineConfig:
         if not math.isfinite(self.reference_max_age):
             raise ValueError(f"reference_max_age: {self.reference_max_age} is not finite")
         self._check_contacts()
+        self._check_loops()
         self._check_observer()
+
+    def _check_loops(self) -> None:
+        for name in ("loop_closures", "loop_offsets", "passive_joints"):
+            value = getattr(self, name)
+            if isinstance(value, str):  # a YAML scalar where a list belongs: never split it
+                raise ValueError(f"{name}: expected a list, got the string {value!r}")
+            object.__setattr__(self, name, tuple(value))
+        for entry in self.loop_closures:
+            words = str(entry).split()
+            if len(words) != 3 or words[2] not in LOOP_KINDS:
+                raise ValueError(f"loop_closures: {entry!r} is not 'link_a link_b kind' with kind one of {LOOP_KINDS}")
+        n = len(self.loop_closures)
+        if len(self.loop_offsets) not in (6, 6 * n) or not all(map(math.isfinite, self.loop_offsets)):
+            raise ValueError(f"loop_offsets: {list(self.loop_offsets)} must be x_a, y_a, z_a, x_b, y_b, z_b for all "
+                             f"loops or per loop ({6 * n} numbers), finite")
+        if len(set(self.passive_joints)) != len(self.passive_joints):
+            raise ValueError(f"passive_joints: a joint appears twice in {list(self.passive_joints)}")
+        if self.passive_joints and not (self.loop_closures or self.contact_links):
+            raise ValueError(f"passive_joints: {list(self.passive_joints)} need loop_closures or contact_links "
+                             "(no constraint force holds an unactuated joint otherwise)")
+
+    def loop_words(self) -> tuple[tuple[str, str, str], ...]:
+        """(link_a, link_b, kind) of every loop closure."""
+        return tuple((w[0], w[1], w[2]) for w in (str(e).split() for e in self.loop_closures))
 
     def _check_observer(self) -> None:
         if isinstance(self.collision_threshold, (int, float)):  # one number for all joints
@@ -241,7 +275,7 @@ def config_from_parameters(values: dict[str, Any]) -> PipelineConfig:
     replay); string lists drop empty entries (a ROS string[] cannot be empty, so [""] stands for
     none). Raises ValueError naming a bad parameter, TypeError for an unknown one."""
     kwargs = {k: v for k, v in values.items() if k not in NODE_ONLY_PARAMETERS}
-    for name in ("command_joints", "contact_links", "contact_wrench_topics"):
+    for name in ("command_joints", "contact_links", "contact_wrench_topics", "loop_closures", "passive_joints"):
         if name in kwargs:
             kwargs[name] = tuple(j for j in kwargs[name] if j)
     return PipelineConfig(**kwargs)

@@ -86,7 +86,7 @@ class DiagnosticsReporter:
             ("reference_samples", str(stats.reference_samples)),
         ]
         values += [(f"skipped_{r.value}", str(c)) for r, c in stats.skipped.items()]
-        if pipe.contacts is not None:
+        if pipe.constrained:  # contacts or loops (loops alone: the unbalanced samples)
             for key, counter, kind in CONTACT_VIOLATIONS:
                 values.append((key, str(getattr(stats, counter))))
                 if kind is not None:  # the links of the latest sample with this violation

@@ -153,9 +153,9 @@ class OutputMessageFactory:
             msgs[TOPIC_EXTERNAL_TORQUE] = self.external_state(header, out.external_torque)
         if out.collision is not None:
             msgs[TOPIC_COLLISION] = self.collision_state(out.collision)
+        if cfg.publish_unconstrained and res.tau_free is not None:  # contacts or loops
+            msgs[TOPIC_UNCONSTRAINED_FEEDFORWARD] = self.torque_state(header, res.tau_free)
         if self._contacts is not None and res.contact_active is not None and res.contact_wrench is not None:
-            if cfg.publish_unconstrained and res.tau_free is not None:
-                msgs[TOPIC_UNCONSTRAINED_FEEDFORWARD] = self.torque_state(header, res.tau_free)
             wrench = wrench_at_link(self._contacts, res.contact_wrench)
             for i in np.flatnonzero(res.contact_active).tolist():
                 link = self.contact_links[i]

@@ -19,6 +19,7 @@ from liedyn_ros.pipeline.contacts import (
     pair_contact_state, resolve_contacts,
 )
 from liedyn_ros.pipeline.decode import JointSample, JointStateDecoder, stamp_to_ns
+from liedyn_ros.pipeline.loops import compute_loop_outputs, resolve_loops
 from liedyn_ros.pipeline.estimate import AccelerationEstimator
 from liedyn_ros.pipeline.pair import BaseState, Reference, decode_odometry, decode_reference, pair_odometry
 from liedyn_ros.pipeline.payload import Dynamics
@@ -97,8 +98,9 @@ class DynamicsPipeline:
 
     With ``contact_links`` configured the outputs are contact-consistent; the contact state
     comes per ``contact_source`` from :meth:`on_contact_state` (flags), :meth:`on_contact_wrench`
-    (foot sensors), the kinematics, or is all contacts. Raises ValueError (naming the
-    parameter) for contacts the model cannot have. ``on_joint_state`` returns None for a skipped sample, after counting the reason in
+    (foot sensors), the kinematics, or is all contacts. With ``loop_closures`` or
+    ``passive_joints`` they are also loop-consistent (pipeline.loops). Raises ValueError (naming
+    the parameter) for contacts, loops or passive joints the model cannot have. ``on_joint_state`` returns None for a skipped sample, after counting the reason in
     ``stats.skipped`` and emitting a rate-limited warning through ``log``.
     """
 
@@ -132,6 +134,7 @@ class DynamicsPipeline:
         # While set, the compiled kernels are being built in a child process (start_warmup).
         self._warmup: KernelWarmup | None = None
         self.contacts = resolve_contacts(model, self.config)
+        self.loops = resolve_loops(model, self.config, self.contacts)
         self._contact_state: ContactState | None = None
         self._sensors = None if self.contacts is None else WrenchSensors(
             self.contacts, self.config.contact_force_threshold)
@@ -333,7 +336,10 @@ class DynamicsPipeline:
         self, model: Any, friction: Any, q: FloatArray, v: FloatArray, a: FloatArray, effort: FloatArray | None,
         pose: FloatArray | None, ff_state: tuple[FloatArray, FloatArray] | None, active: np.ndarray | None,
     ) -> DynamicsOutputs:
-        if self.contacts is None or active is None:
+        if self.loops is not None:
+            out = compute_loop_outputs(model, self.loops, q, v, a, effort, pose, active,
+                                       solution=self.config.contact_solution, ff_state=ff_state, friction=friction)
+        elif self.contacts is None or active is None:
             algorithms = None  # the core's compiled kernels
             if self._warmup is not None:
                 if self._warmup.ready():
@@ -343,17 +349,21 @@ class DynamicsPipeline:
                     self.stats.reference_samples += 1
             return compute_outputs(model, q, v, a, effort, pose, ff_state=ff_state, friction=friction,
                                    algorithms=algorithms)
-        out = compute_contact_outputs(model, self.contacts, q, v, a, effort, pose, active,
-                                      solution=self.config.contact_solution, ff_state=ff_state, friction=friction)
+        else:
+            out = compute_contact_outputs(model, self.contacts, q, v, a, effort, pose, active,
+                                          solution=self.config.contact_solution, ff_state=ff_state, friction=friction)
         checks, stats, contacts = out.checks, self.stats, self.contacts
-        if checks is None or out.contact_wrench is None or out.contact_active is None:
+        if checks is None:
             return out
-        tipping = _NO_TIPPING if contacts.soles is None else check_tipping(  # no sole: no call, per sample
-            contacts, out.contact_wrench, out.contact_active, checks.pulling)
+        links = () if contacts is None else contacts.links
+        tipping = _NO_TIPPING  # loops alone (no contact) or no sole: no call, per sample
+        if contacts is not None and contacts.soles is not None and out.contact_wrench is not None \
+                and out.contact_active is not None:
+            tipping = check_tipping(contacts, out.contact_wrench, out.contact_active, checks.pulling)
         if checks.pulling.any() or checks.slipping.any() or tipping.any() or checks.unbalanced:
             for kind, flags in (("pulling", checks.pulling), ("slipping", checks.slipping), ("tipping", tipping)):
                 if flags.any():
-                    stats.contact_offenders[kind] = tuple(link for link, bad in zip(contacts.links, flags) if bad)
+                    stats.contact_offenders[kind] = tuple(link for link, bad in zip(links, flags) if bad)
             stats.contact_pulling += int(checks.pulling.sum())
             stats.contact_slipping += int(checks.slipping.sum())
             stats.contact_tipping += int(tipping.sum())
@@ -396,11 +406,16 @@ class DynamicsPipeline:
         """Build the single-sample kernels in a child process (``warmup``, by default a new
         core.fast.warmup.KernelWarmup) and compute the samples with the reference implementation
         until they are ready: the first output comes without waiting for numba. Contacts use
-        more kernels: call prepare_kernels for them."""
-        if self.contacts is not None:
-            raise ValueError("start_warmup: a pipeline with contacts needs prepare_kernels")
+        more kernels: call prepare_kernels for them (and for loops)."""
+        if self.constrained:
+            raise ValueError("start_warmup: a pipeline with contacts or loops needs prepare_kernels")
         observer = ("observer_one",) if self.config.external_torque_observer else ()
         self._warmup = warmup or KernelWarmup(NODE_KERNELS + observer)
+
+    @property
+    def constrained(self) -> bool:
+        """True with contacts, loop closures or passive joints: the constrained outputs."""
+        return self.contacts is not None or self.loops is not None
 
     @property
     def warming_up(self) -> bool:
@@ -424,8 +439,11 @@ class DynamicsPipeline:
         pose = np.eye(4) if self._floating else None
         try:
             prepare_kernels(model)
-            if self.contacts is not None:  # the constrained path has kernels of its own
-                down = np.ones(self.contacts.k, dtype=bool)
+            down = None if self.contacts is None else np.ones(self.contacts.k, dtype=bool)
+            if self.loops is not None:  # the constrained paths have kernels of their own
+                compute_loop_outputs(model, self.loops, q, v, v, q, pose, down,
+                                     solution=self.config.contact_solution, friction=friction)
+            elif self.contacts is not None and down is not None:
                 compute_contact_outputs(model, self.contacts, q, v, v, q, pose, down,
                                         solution=self.config.contact_solution, friction=friction)
         except SingularInertiaError as exc:

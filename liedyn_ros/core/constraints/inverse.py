@@ -106,21 +106,29 @@ def constrained_rnea(model: Model, q, v, a, constraints, *, base_pose=None, pass
                              "choose 'min_torque' or 'min_force'")
     elif solution == "min_force" and weights is not None:
         w = np.sqrt(_weights(solution, weights, A.shape[1]))
-        lam = lam - np.einsum("bij,bj->bi", N, _pinv_solve(w[:, None] * N, w * lam))
+        lam = lam - np.einsum("bij,bj->bi", N, _pinv_solve(w[:, None] * N, w * lam, w.max()))
     elif solution == "min_torque":
         act = ~p
         w = np.sqrt(_weights(solution, weights, int(act.sum())))
         At = np.swapaxes(A[:, :, act], -1, -2)  # A_a^T, (B, n_a, m)
         t0 = tau_r[:, act] - np.einsum("bij,bj->bi", At, lam)
-        lam = lam + np.einsum("bij,bj->bi", N, _pinv_solve(w[:, None] * (At @ N), w * t0))
+        wAt = w[:, None] * At
+        scale = np.linalg.norm(wAt, ord=2, axis=(-2, -1))
+        lam = lam + np.einsum("bij,bj->bi", N, _pinv_solve(wAt @ N, w * t0, scale))
     tau = tau_r - np.einsum("bji,bj->bi", A, lam)
     tau[:, p] = 0.0
     return pb.restore(tau), pb.restore(lam)
 
 
-def _pinv_solve(K: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """Least-norm least-squares x of K x = rhs, (B, r, c) and (B, r) -> (B, c)."""
-    return np.einsum("bij,bj->bi", np.linalg.pinv(K, rcond=RANK_RTOL), rhs)
+def _pinv_solve(K: np.ndarray, rhs: np.ndarray, scale) -> np.ndarray:
+    """Least-norm least-squares x of K x = rhs, (B, r, c) and (B, r) -> (B, c). Singular values
+    below RANK_RTOL * scale (the size of K before the null-space projection, scalar or (B,)) count
+    as zero: relative to K's own largest they would not, and a direction the projection left
+    only as rounding (an empty loop row on a floating base) would be inverted into huge forces."""
+    U, s, Vt = np.linalg.svd(K, full_matrices=False)
+    keep = s > RANK_RTOL * np.reshape(scale, (-1, 1))
+    s_inv = np.where(keep, 1.0 / np.where(keep, s, 1.0), 0.0)
+    return np.einsum("bki,bk,bjk,bj->bi", Vt, s_inv, U, rhs)
 
 
 _ndarray = np.ndarray

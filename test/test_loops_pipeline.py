@@ -1,0 +1,175 @@
+"""Closed loops and passive joints in the ROS-free pipeline (the node's path): a five-bar linkage
+(a URDF tree cut at one revolute joint, closed by a point loop closure, test_constraints_loops),
+actuated at its two ground joints, checked against Pinocchio: its constraint Jacobian, rnea and
+constraintDynamics (a KKT system for the torques); on a fixed base, and on a floating base held
+by a flat contact under the ground link (the same torques) or in flight; bad configuration."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pinocchio as pin
+import pytest
+from robots import Twin, assert_close, twin_from_xml
+from rosbags.typesys import Stores, get_typestore
+
+from liedyn_ros.pipeline import (
+    DynamicsPipeline, MessageClasses, OutputMessageFactory, PipelineConfig, config_from_parameters,
+)
+
+from test_constraints_loops import FIVE_BAR, L5, THETA, _Phi, phi
+from test_contacts_pipeline import flags
+from test_pipeline import odometry, ros_joint_state, trajectory
+
+PASSIVE = [1, 3]  # j2, j4: the joints at the moving ends of the ground links
+LOOP = dict(loop_closures=("l2 l3 point",), loop_offsets=(L5[1], 0.0, 0.0, L5[2], 0.0, 0.0),
+            passive_joints=("j2", "j4"))
+STAMP = 10**9
+TOL = 1e-9
+
+
+class Reference:
+    """Pinocchio's five-bar: the loop as a CONTACT_3D between the tips of l2 and l3."""
+
+    def __init__(self, floating: bool) -> None:
+        self.t: Twin = twin_from_xml(FIVE_BAR, floating)
+        pm = self.pin = self.t.pin_model
+        fa, fb = pm.frames[pm.getFrameId("l2")], pm.frames[pm.getFrameId("l3")]
+        tip_a, tip_b = pin.SE3(np.eye(3), np.array([L5[1], 0, 0])), pin.SE3(np.eye(3), np.array([L5[2], 0, 0]))
+        cm = pin.RigidConstraintModel(pin.ContactType.CONTACT_3D, pm, fa.parentJoint, fa.placement * tip_a,
+                                      fb.parentJoint, fb.placement * tip_b, pin.LOCAL)
+        self.models = pin.StdVec_RigidConstraintModel([cm])
+        self.datas = pin.StdVec_RigidConstraintData([cm.createData()])
+        self.data = pm.createData()
+        pin.initConstraintDynamics(pm, self.data, self.models, self.datas)
+
+    def forward(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray, pose: np.ndarray | None = None) -> np.ndarray:
+        """Pinocchio's constrained forward dynamics, in our coordinates (tau: our generalized force)."""
+        q_pin, E = self.t.to_pin(q, pose)
+        a = pin.constraintDynamics(self.pin, self.data, q_pin, E @ v, np.linalg.solve(E.T, tau), self.models,
+                                   self.datas, pin.ProximalSettings(1e-14, 1e-12, 50))
+        return np.linalg.solve(E, a)
+
+    def torques(self, q: np.ndarray, v: np.ndarray, a: np.ndarray, pose: np.ndarray | None = None) -> np.ndarray:
+        """The joint torques, zero on the passive joints, with rnea(q, v, a) = [0; tau] + J^T lam
+        (the base rows, if any, left to the sky-hook): the KKT system solved by least squares."""
+        q_pin, E = self.t.to_pin(q, pose)
+        self.forward(q, v, np.zeros(len(v)), pose)  # Pinocchio's kinematics for its Jacobian
+        J = pin.getConstraintsJacobian(self.pin, self.data, self.models, self.datas) @ E
+        tau_r = E.T @ pin.rnea(self.pin, self.pin.createData(), q_pin, E @ v, E @ a)
+        nb = len(v) - 4
+        active = [nb + j for j in range(4) if j not in PASSIVE]
+        S = np.eye(len(v))[:, active]
+        x = np.linalg.lstsq(np.hstack([S, J.T])[nb:], tau_r[nb:], rcond=None)[0]
+        tau = np.zeros(4)
+        tau[[j - nb for j in active]] = x[:len(active)]
+        return tau
+
+
+@pytest.fixture(scope="module")
+def fixed() -> Reference:
+    return Reference(False)
+
+
+@pytest.fixture(scope="module")
+def floating() -> Reference:
+    return Reference(True)
+
+
+def state(ref: Reference, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(q, v, a) on the closed loop: closed-form q, v along it, a Pinocchio's constrained
+    acceleration under random torques (consistent by construction)."""
+    theta = THETA["five_bar"]
+    q = phi("five_bar", theta)
+    v = _Phi("five_bar", theta) @ rng.normal(size=2)
+    return q, v, ref.forward(q, v, rng.normal(size=4))
+
+
+def test_fixed_five_bar_torques_match_pinocchio_and_reproduce_the_motion(fixed: Reference) -> None:
+    rng = np.random.default_rng(5)
+    q, v, a = state(fixed, rng)
+    effort = rng.normal(size=4)  # the passive joints' entries are not torques: ignored
+    names = list(fixed.t.model.joint_names)
+    pipe = DynamicsPipeline(fixed.t.model, PipelineConfig(acceleration_source="reference", publish_unconstrained=True,
+                                                          **LOOP))
+    pipe.on_reference(trajectory(names, q, v, a, STAMP))
+    out = pipe.on_joint_state(ros_joint_state(STAMP, names, q, v, effort))
+    res = out.outputs
+    assert res.tau_ff[PASSIVE].tolist() == [0.0, 0.0] and res.tau_g[PASSIVE].tolist() == [0.0, 0.0]
+    assert_close(res.tau_ff, fixed.torques(q, v, a), TOL, "feedforward")
+    assert_close(fixed.forward(q, v, res.tau_ff), a, 1e-8, "the feedforward drives Pinocchio's loop along a")
+    zero = np.zeros(4)
+    assert_close(res.tau_g, fixed.torques(q, zero, zero), TOL, "gravity")
+    assert_close(fixed.forward(q, zero, res.tau_g), zero, 1e-8, "the gravity torque holds the loop still")
+    driven = np.where(np.isin(np.arange(4), PASSIVE), 0.0, effort)
+    assert_close(res.qdd_pred, fixed.forward(q, v, driven), 1e-8, "predicted acceleration")
+    free = pin.rnea(fixed.pin, fixed.pin.createData(), *(fixed.t.to_pin(q)[0], v, a))
+    assert_close(res.tau_free, free, TOL, "unconstrained")
+    assert np.abs(res.tau_ff - res.tau_free).max() > 0.1  # the loop forces matter
+    assert not res.checks.unbalanced and pipe.stats.contact_unbalanced == 0
+    msgs = OutputMessageFactory(MessageClasses.from_typestore(get_typestore(Stores.ROS2_JAZZY)), fixed.t.model,
+                                pipe.config).build(out)
+    np.testing.assert_allclose(msgs["feedforward_torque"].effort, res.tau_ff)
+    np.testing.assert_allclose(msgs["unconstrained/feedforward_torque"].effort, res.tau_free)
+
+
+def feed(pipe: DynamicsPipeline, q: np.ndarray, v: np.ndarray, effort: np.ndarray, stamp: int) -> Any:
+    pipe.on_odometry(odometry("rosbags", stamp, [0, 0, 0.3], [0, 0, 0, 1], v[:6], "ground"))
+    return pipe.on_joint_state(ros_joint_state(stamp, list(pipe.model.joint_names), q, v[6:], effort)).outputs
+
+
+def test_floating_five_bar_standing_on_its_ground_link_and_in_flight(fixed: Reference, floating: Reference) -> None:
+    """A flat contact under the ground link holds the base: the joint torques are the fixed
+    base's (base at rest). In flight (the contact lifted) the loop stays closed, the passive joints
+    unactuated, and the predicted accelerations are Pinocchio's free-flying constrained ones."""
+    rng = np.random.default_rng(6)
+    q, v_j, a_j = state(fixed, rng)
+    v, a = np.concatenate([np.zeros(6), v_j]), np.concatenate([np.zeros(6), a_j])
+    pose = np.eye(4)
+    pose[2, 3] = 0.3
+    effort = rng.normal(size=4)
+    effort[PASSIVE] = 0.0
+    names = list(floating.t.model.joint_names)
+    pipe = DynamicsPipeline(floating.t.model, PipelineConfig(
+        acceleration_source="reference", contact_links=("ground",), contact_types=("flat",), contact_source="topic",
+        base_link="ground", **LOOP))
+    pipe.on_reference(trajectory(names, q, v_j, a_j, STAMP))
+    pipe.on_contact_state(flags([1]), STAMP)
+    standing = feed(pipe, q, v, effort, STAMP)
+    assert_close(standing.tau_ff, fixed.torques(q, v_j, a_j), TOL, "standing: the fixed base's torques")
+    assert standing.contact_active.tolist() == [True] and not standing.checks.unbalanced
+    assert_close(standing.base_acc_pred, np.zeros(6), 1e-9, "standing: the base held")
+    pipe.on_contact_state(flags([0]), STAMP + 10**6)
+    flying = feed(pipe, q, v, effort, STAMP + 10**6)
+    assert flying.tau_ff[PASSIVE].tolist() == [0.0, 0.0] and not flying.checks.unbalanced
+    assert_close(flying.tau_ff, floating.torques(q, v, a, pose), 1e-8, "flight: the loop-consistent joint torques")
+    want = floating.forward(q, v, np.concatenate([np.zeros(6), effort]), pose)
+    assert_close(np.concatenate([flying.base_acc_pred, flying.qdd_pred]), want, 1e-8, "flight: Pinocchio's fall")
+    assert flying.base_acc_pred[5] < -9.0  # falls, its loop closed
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(LOOP, loop_closures=("l2 l9 point",)), r"loop_closures: \['l9'\]"),
+    (dict(LOOP, loop_closures=("l2 l3 hinge",)), "loop_closures: 'l2 l3 hinge'"),
+    (dict(LOOP, loop_closures=("l2 l3",)), "loop_closures: 'l2 l3'"),
+    (dict(LOOP, loop_closures="l2 l3 point"), "loop_closures: expected a list"),
+    (dict(LOOP, loop_closures=("l2 l2 weld",)), "loop_closures: 'l2' is closed onto itself"),
+    (dict(LOOP, loop_offsets=(0.1, 0.0, 0.0, 0.2, 0.0)), "loop_offsets"),
+    (dict(LOOP, loop_offsets=(0.1, 0.0, 0.0, 0.2, 0.0, float("nan"))), "loop_offsets"),
+    (dict(LOOP, passive_joints=("j2", "j9")), r"passive_joints: \['j9'\]"),
+    (dict(passive_joints=("j2",)), "passive_joints: .* need loop_closures or contact_links"),
+])
+def test_bad_loop_configuration_is_refused_by_name(fixed: Reference, kw: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        DynamicsPipeline(fixed.t.model, PipelineConfig(**kw))
+
+
+def test_ros_parameters_read_as_the_node_declares_them(fixed: Reference) -> None:
+    """The node's string arrays cannot be empty: [''] means none."""
+    none = config_from_parameters({"loop_closures": [""], "passive_joints": [""]})
+    assert DynamicsPipeline(fixed.t.model, none).loops is None
+    some = config_from_parameters({"loop_closures": ["l2 l3 point"], "passive_joints": ["j2", "j4"],
+                                   "loop_offsets": list(LOOP["loop_offsets"])})
+    loops = DynamicsPipeline(fixed.t.model, some).loops
+    assert loops is not None and loops.passive == ("j2", "j4") and len(loops.closures) == 1
+    np.testing.assert_allclose(loops.closures[0].offset_b[:3, 3], [L5[2], 0, 0])
