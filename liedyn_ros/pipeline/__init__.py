@@ -74,7 +74,7 @@ from liedyn_ros.pipeline.decode import (
     stamp_to_ns,
 )
 from liedyn_ros.pipeline.estimate import AccelerationEstimator, estimate_accelerations
-from liedyn_ros.pipeline.loops import Loops, closest_loop_forces, compute_loop_outputs, loop_torques, resolve_loops
+from liedyn_ros.pipeline.loops import Loops, base_held, closest_loop_forces, compute_loop_outputs, loop_torques, resolve_loops
 from liedyn_ros.pipeline.messages import (
     TOPIC_BASE_ACCELERATION,
     TOPIC_BASE_WRENCH,
@@ -98,7 +98,7 @@ from liedyn_ros.pipeline.diagnostics import DiagnosticsReport, DiagnosticsReport
 
 __all__ = [
     "NODE_ONLY_PARAMETERS", "config_from_parameters",
-    "Loops", "closest_loop_forces", "compute_loop_outputs", "loop_torques", "resolve_loops",
+    "Loops", "base_held", "closest_loop_forces", "compute_loop_outputs", "loop_torques", "resolve_loops",
     "TOPIC_CONTACT_WRENCH", "TOPIC_UNCONSTRAINED_FEEDFORWARD", "ContactSource", "ContactChecks",
     "Contacts", "ContactState", "WrenchSensors", "centre_of_pressure", "check_tipping",
     "DiagnosticsReport", "DiagnosticsReporter", "Level", "compute_contact_outputs", "contact_frames",

@@ -149,7 +149,7 @@ def compute_loop_outputs(
                         checks=ContactChecks(pulling, slipping, unbalanced[0]))
 
 
-def supported(model: Any, loops: Loops, act: BoolArray) -> BoolArray:
+def base_held(model: Any, loops: Loops, act: BoolArray) -> BoolArray:
     """(...,) whether the constraints can hold the base: a fixed base, or a contact down."""
     if not model.floating_base:
         return np.ones(act.shape[:-1], dtype=bool)
@@ -163,7 +163,7 @@ def loop_torques(model: Any, loops: Loops, q: FloatArray, v: FloatArray, a: Floa
     joints at zero torque: core.constrained_rnea where the base is held (or fixed); least
     squares elsewhere (flight) and where no constraint force realises the motion."""
     nb = model.nv - model.n
-    held = supported(model, loops, act)
+    held = base_held(model, loops, act)
     if held.all():
         try:
             tau, lam = core.constrained_rnea(model, q, v, a, loops.on(model), base_pose=base_pose,

@@ -111,8 +111,10 @@ def stamp_warnings(skipped: dict[str, int], received: int) -> list[str]:
             "restart; give each recording once, and separate recordings with --jobs N"]
 
 
-def effort_warnings(summary: ResidualSummary, bags: BagSet, topics: Topics, model: Any) -> list[str]:
-    """Warnings when the measured efforts cannot give a residual (all zero, constant, none)."""
+def effort_warnings(summary: ResidualSummary, bags: BagSet, topics: Topics, model: Any,
+                    passive: tuple[str, ...] = ()) -> list[str]:
+    """Warnings when the measured efforts cannot give a residual (all zero, constant, none);
+    the ``passive`` (unactuated) joints' efforts are expected constant."""
     names = summary.joint_names
     source = f"--effort-topic {topics.effort}" if topics.effort else f"the effort field of {topics.joint_states}"
     seen = summary.effort_count > 0
@@ -121,7 +123,8 @@ def effort_warnings(summary: ResidualSummary, bags: BagSet, topics: Topics, mode
     elif (summary.effort_low[seen] == 0).all() and (summary.effort_high[seen] == 0).all():
         what = f"the measured efforts ({source}) are all zero: the torque residual is minus the RNEA torque"
     else:
-        constant = [n for n, ok, lo, hi in zip(names, seen, summary.effort_low, summary.effort_high) if ok and lo == hi]
+        constant = [n for n, ok, lo, hi in zip(names, seen, summary.effort_low, summary.effort_high) if ok and lo == hi
+                    and n not in passive]
         if not constant:
             return []
         return [f"the measured effort ({source}) is constant on {', '.join(constant)}: the torque residual "

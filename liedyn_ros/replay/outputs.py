@@ -134,14 +134,17 @@ class OutputWriter:
             "measured_effort": tuple(model.joint_names),
             "estimated_acceleration": _velocity_columns(model),
         }
+        # Contacts or loops: the torques closest to the measurements, the unconstrained ones.
+        self.constrained = bool(config.contact_links or config.loop_closures or config.passive_joints)
+        if self.constrained:
+            self.extra_csv |= {"torque_fit": tuple(model.joint_names),
+                               "unconstrained_torque": tuple(model.joint_names)}
         if self.contacts is not None:
             wrench_columns = tuple(f"{link}_{c}" for link in self.contacts.links
                                    for c in ("active", "mx", "my", "mz", "fx", "fy", "fz"))
             self.extra_csv |= {
                 "contact_wrench": wrench_columns,     # the configured solution (the node's)
                 "contact_wrench_fit": wrench_columns,  # closest to the measurements
-                "torque_fit": tuple(model.joint_names),
-                "unconstrained_torque": tuple(model.joint_names),
             }
         self.counts: dict[str, int] = {c.name: 0 for c in self.channels}
         self._writer: BlockWriter | None = None
@@ -223,13 +226,15 @@ class OutputWriter:
             self.counts[ch.name] += len(rows)
         self._csv["measured_effort"].write(format_rows(block.stamp_ns, block.effort))
         self._csv["estimated_acceleration"].write(format_rows(block.stamp_ns, accel_est))
+        stamps = block.stamp_ns
+        if self.constrained and fit is not None and outputs.tau_free is not None:
+            self._csv["torque_fit"].write(format_rows(stamps, fit.tau))
+            self._csv["unconstrained_torque"].write(format_rows(stamps, outputs.tau_free))
         if self.contacts is not None and outputs.contact_active is not None and fit is not None:
-            stamps, active = block.stamp_ns, outputs.contact_active
+            active = outputs.contact_active
             for name, wrench in (("contact_wrench", outputs.contact_wrench), ("contact_wrench_fit", fit.wrench)):
                 table = np.concatenate([active[..., None], wrench], axis=2).reshape(len(block), -1)
                 self._csv[name].write(format_rows(stamps, table))
-            self._csv["torque_fit"].write(format_rows(stamps, fit.tau))
-            self._csv["unconstrained_torque"].write(format_rows(stamps, outputs.tau_free))
 
     def _series(self, block: SampleBlock, out: pipeline.DynamicsOutputs, tau_ext: NDArray[np.float64] | None
                 ) -> dict[str, tuple[NDArray[np.float64], NDArray[np.intp]]]:

@@ -33,7 +33,8 @@ class PlotRecorder:
     contact_links: the contacts, whose normal forces get a figure with their phases shaded."""
 
     def __init__(self, joint_names: tuple[str, ...], kinds: tuple[str, ...] = (), points: int = 4000, *,
-                 effort_label: str = "measured", gravity: bool = True, contact_links: tuple[str, ...] = ()) -> None:
+                 effort_label: str = "measured", gravity: bool = True, contact_links: tuple[str, ...] = (),
+                 constrained: bool = False) -> None:
         self.joint_names = joint_names
         self.kinds = kinds or ("revolute",) * len(joint_names)
         self.effort_label, self.gravity = effort_label, gravity
@@ -44,7 +45,8 @@ class PlotRecorder:
         self.t: NDArray[np.float64] = np.zeros(0)
         self.contact_links = contact_links
         n, k = len(joint_names), len(contact_links)
-        self.series = SERIES + (CONTACT_SERIES + PER_CONTACT if k else ())
+        self.constrained = constrained or k > 0  # contacts or loops
+        self.series = SERIES + (CONTACT_SERIES if self.constrained else ()) + (PER_CONTACT if k else ())
         self.data: dict[str, NDArray[np.float64]] = {
             name: np.zeros((0, k if name in PER_CONTACT else n)) for name in self.series}
 
@@ -56,8 +58,9 @@ class PlotRecorder:
         series = dict(effort=effort, tau_ff=out.tau_ff, tau_g=out.tau_g, qdd_pred=qdd_pred, qdd_est=qdd_est,
                       tau_ext=tau_ext)
         if fit is not None:
-            series |= dict(tau_fit=fit.tau, tau_free=out.tau_free, normal=fit.normal,
-                           normal_fit=fit.normal_fit, active=out.contact_active.astype(np.float64))
+            series |= dict(tau_fit=fit.tau, tau_free=out.tau_free)
+        if fit is not None and out.contact_active is not None:
+            series |= dict(normal=fit.normal, normal_fit=fit.normal_fit, active=out.contact_active.astype(np.float64))
         self.add(stamps_ns, **series)
 
     def add(self, stamps_ns: NDArray[np.int64], **series: NDArray[np.float64]) -> None:
@@ -84,7 +87,7 @@ class PlotRecorder:
         t = self.t - t0
         spans = [(e["start_ns"] * 1e-9 - t0, t[-1] if e["end_ns"] is None else e["end_ns"] * 1e-9 - t0)
                  for e in collisions]
-        figures = self._contact_figures(out_dir, t) if self.contact_links else self._figures(out_dir, t)
+        figures = self._contact_figures(out_dir, t) if self.constrained else self._figures(out_dir, t)
         return figures + [self._figure(out_dir / "external_torque.png", "External torque (momentum observer), "
                                        "collisions shaded", t, [("estimate", self.data["tau_ext"])], 0, threshold, spans)]
 
@@ -104,9 +107,10 @@ class PlotRecorder:
         ]
 
     def _contact_figures(self, out_dir: Path, t: NDArray[np.float64]) -> list[Path]:
-        """With contacts: torques against the contact-consistent ones (configured, closest to the
+        """With contacts or loops: torques against the consistent ones (configured, closest to the
         effort) and the unconstrained RNEA, their residuals, accelerations, contact forces."""
         d, effort = self.data, self.effort_label
+        forces = [self._contact_figure(out_dir / "contact_forces.png", t)] if self.contact_links else []
         return [
             self._figure(out_dir / "torques.png", f"{effort.capitalize()} effort vs contact-consistent torque", t,
                          [(effort, d["effort"]), ("contact-consistent (configured)", d["tau_ff"]),
@@ -116,8 +120,7 @@ class PlotRecorder:
                           ("unconstrained", d["effort"] - d["tau_free"])], 0),
             self._figure(out_dir / "accelerations.png", "Predicted (constrained ABA) vs estimated acceleration", t,
                          [("estimated (Savitzky-Golay)", d["qdd_est"]), ("predicted", d["qdd_pred"])], 1),
-            self._contact_figure(out_dir / "contact_forces.png", t),
-        ]
+        ] + forces
 
     def _contact_figure(self, path: Path, t: NDArray[np.float64]) -> Path:
         """Normal force of every contact over time, its contact phases shaded."""

@@ -219,6 +219,7 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         model = dyn.model
         try:
             contacts = pipeline.resolve_contacts(model, config)
+            loops = pipeline.resolve_loops(model, config, contacts)
         except ValueError as err:
             raise ReplayError(f"--params {options.params}: {err}") from err
         topics = _topics(bags, model, options, config, contacts)
@@ -229,17 +230,18 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         stream = SampleStream(bags, model, topics, config)
         names, kinds = tuple(model.joint_names), joint_kinds(model)
         links = () if contacts is None else contacts.links
-        summary = ResidualSummary(names, kinds, contact_links=links)
+        constrained = contacts is not None or loops is not None
+        summary = ResidualSummary(names, kinds, contact_links=links, constrained=constrained)
         recorder = PlotRecorder(names, kinds, effort_label="commanded" if topics.effort else "measured",
-                                gravity=bool(np.any(model.gravity)), contact_links=links)
+                                gravity=bool(np.any(model.gravity)), contact_links=links, constrained=constrained)
         identifier = _identifier(urdf_model, params, options, bags.message_count([topics.joint_states]))
         external = ExternalTorque(model, options.observer, dyn.friction)
         with OutputWriter(options.out, model, config) as writer:
-            dynamics = BlockDynamics(model, config, contacts, options, predict, dyn.friction)
+            dynamics = BlockDynamics(model, config, contacts, options, predict, dyn.friction, loops)
             skipped_rows = _stream(stream, options, dynamics, writer, summary, recorder, external, identifier)
         summary.collisions = external.collisions()
         problems = (bags.problems() + diagnose.stamp_warnings(stream.skipped, stream.received)
-                    + diagnose.effort_warnings(summary, bags, topics, model))
+                    + diagnose.effort_warnings(summary, bags, topics, model, config.passive_joints))
         skipped_types = bags.undecodable()
     files = [str(p) for p in recorder.save(options.out, summary.collisions, external.threshold)] if options.plots else []
     identification = None
@@ -357,19 +359,27 @@ class BlockResult(NamedTuple):
 
 
 class BlockDynamics:
-    """The dynamics of a block of samples: the node's outputs (contact-consistent with contacts)
-    and, with contacts, the contact forces that come closest to what was measured (see
-    :class:`ContactFit`)."""
+    """The dynamics of a block of samples: the node's outputs (contact- and loop-consistent with
+    contacts or loops) and then the constraint forces that come closest to what was measured
+    (see :class:`ContactFit`)."""
 
     def __init__(self, model: Any, config: pipeline.PipelineConfig, contacts: pipeline.Contacts | None,
-                 options: ReplayOptions, predict: bool, friction: core.Friction | None = None) -> None:
+                 options: ReplayOptions, predict: bool, friction: core.Friction | None = None,
+                 loops: pipeline.Loops | None = None) -> None:
         self.model, self.config, self.contacts, self.options, self.predict = model, config, contacts, options, predict
         self.friction = friction  # friction compensation of --params, on the feedforward torques
+        self.loops = loops
 
     def run(self, block: SampleBlock, accel_est: NDArray[np.float64]) -> BlockResult:
         model, contacts = self.model, self.contacts
         a = accel_est if self.options.acceleration_source == "estimated" else np.zeros_like(accel_est)
         effort = block.effort if self.predict else None
+        if self.loops is not None:
+            active = None if contacts is None else self._active(block)
+            outputs = pipeline.compute_loop_outputs(model, self.loops, block.q, block.v, a, effort, block.base_pose,
+                                                    active, solution=self.config.contact_solution,
+                                                    friction=self.friction)
+            return BlockResult(outputs, self._fit(block, a, outputs, active))
         if contacts is None:
             return BlockResult(pipeline.compute_outputs(model, block.q, block.v, a, effort, block.base_pose,
                                                         friction=self.friction), None)
@@ -395,14 +405,17 @@ class BlockDynamics:
         return pipeline.kinematic_contacts(contacts, T_wc, velocity, self.config)
 
     def _fit(self, block: SampleBlock, a: NDArray[np.float64], out: pipeline.DynamicsOutputs,
-             active: NDArray[np.bool_]) -> ContactFit:
+             active: NDArray[np.bool_] | None) -> ContactFit:
         """The contact forces closest to the measurements: the measured wrenches (wrench
         source), else least squares to the measured efforts among all forces that realise the
-        motion; the torques they imply."""
+        motion; the torques they imply. With loops, the loop forces likewise."""
         model, contacts = self.model, self.contacts
-        assert contacts is not None and out.tau_free is not None
+        assert out.tau_free is not None
         nb = model.nv - model.n
         tau_full = out.tau_free if out.base_wrench is None else np.concatenate([out.base_wrench, out.tau_free], axis=1)
+        if self.loops is not None:
+            return self._loop_fit(block, out, tau_full, active)
+        assert contacts is not None and active is not None
         A = core.constraint_jacobian(model, block.q, contacts.constraints, base_pose=block.base_pose)
         rows = np.repeat(active, np.diff(contacts.rows), axis=1)
         measured = block.contact_wrench is not None
@@ -416,13 +429,50 @@ class BlockDynamics:
         tau = pipeline.joint_torques(tau_full, A, lam, nb)
         flight = ~active.any(axis=1)
         tau[flight] = out.tau_free[flight]
+        return self._contact_fit(block, out, tau, lam, measured)
+
+    def _loop_fit(self, block: SampleBlock, out: pipeline.DynamicsOutputs, tau_full: NDArray[np.float64],
+                  active: NDArray[np.bool_] | None) -> ContactFit:
+        """:meth:`_fit` with loops: contact and loop forces closest to the efforts among those that
+        balance the passive joints (and the base where a contact holds it); measured contact
+        wrenches stay as measured, the loop forces are fitted around them."""
+        model, loops = self.model, self.loops
+        assert loops is not None
+        cs, m_c = loops.on(model), loops.m_contacts
+        act = loops.active(active, (len(block),))
+        A = core.constraint_jacobian(model, block.q, cs, base_pose=block.base_pose)
+        rows = cs.row_mask(act)
+        has_effort = np.isfinite(block.effort).all(axis=1)
+        target = np.where(has_effort[:, None], block.effort, 0.0)
+        measured = block.contact_wrench is not None and loops.contacts is not None
+        lam_c = None
+        if block.contact_wrench is not None and loops.contacts is not None:
+            lam_c = np.where(rows[:, :m_c], pipeline.stacked_forces(loops.contacts, block.contact_wrench), 0.0)
+            tau_full = tau_full - np.einsum("bmi,bm->bi", A[:, :m_c], lam_c)
+            rows = rows.copy()
+            rows[:, :m_c] = False
+        held = pipeline.base_held(model, loops, act)
+        lam, tau, _ = pipeline.closest_loop_forces(model, loops, tau_full, A, target, rows, held)
+        if lam_c is not None:
+            lam[:, :m_c] = lam_c
+        lam[~has_effort], tau[~has_effort] = np.nan, np.nan
+        return self._contact_fit(block, out, tau, lam[:, :m_c], measured)
+
+    def _contact_fit(self, block: SampleBlock, out: pipeline.DynamicsOutputs, tau: NDArray[np.float64],
+                     lam: NDArray[np.float64], measured: bool) -> ContactFit:
+        """The ContactFit of torques tau and contact forces lam (contacts' rows), with the normal
+        forces of the configured solution and of the fit; no contacts: (N, 0) wrenches."""
+        contacts, n = self.contacts, len(block)
+        if contacts is None:
+            none = np.zeros((n, 0))
+            return ContactFit(tau, np.zeros((n, 0, 6)), measured, none, none, none.astype(bool))
         wrench = pipeline.contact_wrenches(contacts, lam)
-        R = pipeline.contact_frames(model, contacts, block.q, block.base_pose)[..., :3, :3]
-        assert out.contact_wrench is not None
+        R = pipeline.contact_frames(self.model, contacts, block.q, block.base_pose)[..., :3, :3]
+        assert out.contact_wrench is not None and out.contact_active is not None
         normal, normal_fit = (np.einsum("bkij,bkj->bki", R, w[..., 3:]) @ contacts.up
                               for w in (out.contact_wrench, wrench))
         assert out.checks is not None
-        tipping = pipeline.check_tipping(contacts, out.contact_wrench, active, out.checks.pulling)
+        tipping = pipeline.check_tipping(contacts, out.contact_wrench, out.contact_active, out.checks.pulling)
         return ContactFit(tau, wrench, measured, normal, normal_fit, tipping)
 
 

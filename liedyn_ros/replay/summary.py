@@ -96,6 +96,7 @@ class ResidualSummary:
     # the violations (tipping: a flat contact's centre of pressure off its sole); the samples no
     # contact force realises.
     contact_links: tuple[str, ...] = ()
+    constrained: bool = False  # contacts or loops: the fit and unconstrained residuals too
     torque_fit: Running = field(init=False)
     torque_free: Running = field(init=False)
     effort: Running = field(init=False)
@@ -137,10 +138,11 @@ class ResidualSummary:
             return
         self.torque_fit.add(effort - fit.tau)
         self.torque_free.add(effort - out.tau_free)
-        self.contact_counts["active"] += out.contact_active.sum(axis=0)
-        self.contact_counts["pulling"] += out.checks.pulling.sum(axis=0)
-        self.contact_counts["slipping"] += out.checks.slipping.sum(axis=0)
-        self.contact_counts["tipping"] += fit.tipping.sum(axis=0)
+        if out.contact_active is not None:
+            self.contact_counts["active"] += out.contact_active.sum(axis=0)
+            self.contact_counts["pulling"] += out.checks.pulling.sum(axis=0)
+            self.contact_counts["slipping"] += out.checks.slipping.sum(axis=0)
+            self.contact_counts["tipping"] += fit.tipping.sum(axis=0)
         self.unbalanced += int(out.checks.unbalanced.sum())
 
     def as_dict(self) -> dict[str, Any]:
@@ -153,7 +155,7 @@ class ResidualSummary:
                 f"acceleration_residual_{KEY_UNITS[acc]}": self.acceleration.stats(j),
                 f"external_torque_{KEY_UNITS[torque]}": self.external.stats(j),
             }
-            if self.contact_links:
+            if self.contact_links or self.constrained:
                 joints[name] |= {
                     f"contact_fit_torque_residual_{KEY_UNITS[torque]}": self.torque_fit.stats(j),
                     f"unconstrained_torque_residual_{KEY_UNITS[torque]}": self.torque_free.stats(j),
@@ -161,7 +163,7 @@ class ResidualSummary:
                 }
         out: dict[str, Any] = {"samples": self.samples, "first_stamp_ns": self.first_stamp_ns, "joints": joints,
                                "collisions": self.collisions}
-        if self.contact_links:
+        if self.contact_links or self.constrained:
             out["contacts"] = {
                 "links": {link: {key: int(v[i]) for key, v in self.contact_counts.items()}
                           for i, link in enumerate(self.contact_links)},
@@ -208,10 +210,11 @@ def format_table(summary: dict[str, Any]) -> str:
                    for prefix in ("torque_residual_", "contact_fit_", "unconstrained_", "effort_")]
             lines.append(f"{name:<{width}} | " + " ".join(_num(x, 11) for x in rms))
         c = summary["contacts"]
-        lines.append("contacts: " + ", ".join(
+        lines.append(("contacts: " + ", ".join(
             f"{link} in contact {v['active']}, pulling {v['pulling']}, outside the cone {v['slipping']}"
             + (f", tipping {v['tipping']}" if "tipping" in v else "")
-            for link, v in c["links"].items()) + f"; unbalanced samples {c['unbalanced_samples']}")
+            for link, v in c["links"].items()) + "; " if c["links"] else "")
+            + f"unbalanced samples {c['unbalanced_samples']}")
     return "\n".join(lines)
 
 
