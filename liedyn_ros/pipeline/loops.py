@@ -8,7 +8,7 @@ the loops always active and the contacts (if any) per their state, solved togeth
     M a + b = [0; tau] + A^T lam,   tau = 0 on the passive joints (and the supported base).
 
 This runs the core's readable numpy path (constrained_rnea / constrained_aba with loops), about
-1-2 ms per sample; the compiled contact kernels take contacts only.
+2 ms per sample (a five-bar); the compiled contact kernels take contacts only.
 """
 from __future__ import annotations
 
