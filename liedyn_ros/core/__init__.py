@@ -36,16 +36,19 @@ from .base import (
 )
 from .collisions import Collision, collision_events, exceeds
 from .constraints import (
+    ConstrainedTerms,
     ConstraintSet,
     Contact,
     LoopClosure,
     constrained_aba,
     constrained_hybrid,
     constrained_rnea,
+    constrained_terms,
     constraint_bias,
     constraint_frames,
     constraint_jacobian,
     constraint_set,
+    contact_forces,
     contact_wrench_checks,
 )
 from .dynamics import aba, coriolis_matrix, gravity, hybrid, mass_matrix, rnea
@@ -89,6 +92,9 @@ __all__ = [
     "constrained_aba",
     "constrained_rnea",
     "constrained_hybrid",
+    "constrained_terms",
+    "ConstrainedTerms",
+    "contact_forces",
     "contact_wrench_checks",
     "regressor",
     "parameters",

@@ -10,7 +10,7 @@ from numpy.typing import NDArray
 from liedyn_ros import core
 from liedyn_ros.pipeline.config import FloatArray
 from liedyn_ros.pipeline.contacts import (
-    ContactChecks, Contacts, check_forces, contact_frames, contact_wrenches, forces_closest_to, joint_torques,
+    ContactChecks, Contacts, check_forces, check_wrenches, contact_wrenches, forces_closest_to, joint_torques,
 )
 
 
@@ -50,6 +50,8 @@ class DynamicsOutputs(NamedTuple):
 
 
 _NO_BASE_WRENCH = np.zeros(6)  # aba's base part of the generalized force: a free-floating base
+_BALANCED = np.zeros((), dtype=bool)  # checks.unbalanced of one sample whose base the contacts carry
+_BALANCED.flags.writeable = False
 
 
 def compute_outputs(
@@ -162,8 +164,12 @@ def compute_contact_outputs(
     are the least-squares ones of :func:`~liedyn_ros.pipeline.contacts.forces_closest_to` and
     the sample is flagged ``checks.unbalanced``. ``friction`` as in :func:`compute_outputs`.
     """
-    free = compute_outputs(model, q, v, a, effort, base_pose, ff_state=ff_state, friction=friction)
     active = np.asarray(active, dtype=bool)
+    if active.ndim == 1 and ff_state is None and active.any():
+        one = _one_contact_sample(model, contacts, q, v, a, effort, base_pose, active, solution, friction)
+        if one is not None:
+            return one
+    free = compute_outputs(model, q, v, a, effort, base_pose, ff_state=ff_state, friction=friction)
     wrench = np.zeros(active.shape + (6,))
     unbalanced = np.zeros(active.shape[:-1], dtype=bool)
     out = free._replace(contact_active=active, contact_wrench=wrench, tau_free=free.tau_ff)
@@ -191,9 +197,33 @@ def compute_contact_outputs(
         out = out._replace(tau_ff=tau_ff, tau_g=tau_g)
         if effort is not None and free.qdd_pred is not None:
             out = constrained_predictions(model, contacts, q, v, effort, base_pose, active, rows, out)
-    T_wc = contact_frames(model, contacts, q, base_pose)
-    pulling, slipping = check_forces(contacts, T_wc, wrench, active)
+    pulling, slipping = check_wrenches(model, contacts, q, base_pose, wrench, active)
     return out._replace(checks=ContactChecks(pulling, slipping, unbalanced))
+
+
+def _one_contact_sample(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray, a: FloatArray,
+                        effort: FloatArray | None, base_pose: FloatArray | None, active: NDArray[np.bool_],
+                        solution: str, friction: Any) -> DynamicsOutputs | None:
+    """One sample in contact by core.constrained_terms: every term on one evaluation of the contacts
+    (the node's case). None where no contact force balances the base: the general path then answers."""
+    nb = model.nv - model.n
+    tau_in = None if effort is None else np.concatenate((np.zeros(nb), effort)) if nb else effort
+    try:
+        t = core.constrained_terms(model, q, v, a, contacts.on(model), tau=tau_in, base_pose=base_pose,
+                                   active=active, solution=solution, up=contacts.up, tol=np.inf)
+    except ValueError:
+        return None
+    tau_ff, tau_free = t.tau[nb:], t.tau_r[nb:]
+    if friction is not None:  # compensated on the contact-consistent torques too
+        extra = core.friction_torque(friction, v[nb:])
+        tau_ff, tau_free = tau_ff + extra, tau_free + extra
+    wrench = contact_wrenches(contacts, t.lam)
+    pulling, slipping = check_forces(contacts, t.normal, t.tangential, active)
+    acc = t.a
+    return DynamicsOutputs(
+        tau_ff, t.tau_g[nb:], None if acc is None else acc[nb:], t.tau_r[:nb] if nb else None,
+        None if acc is None or not nb else acc[:nb], active, wrench, tau_free,
+        ContactChecks(pulling, slipping, _BALANCED))
 
 
 def contact_torques(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray, a: FloatArray,

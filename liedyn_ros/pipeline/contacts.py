@@ -8,6 +8,7 @@ joint state by stamp like odometry (the latest, no further than ``contact_max_ag
 """
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 from dataclasses import dataclass, field
@@ -29,9 +30,11 @@ class Contacts:
 
     links, kinds: per contact; offsets (k, 3): contact points in link axes; constraints: the
     ``core.Contact`` list in the same order; rows (k + 1,): row ranges of lam; up (3,): the
-    ground normal, against gravity; mu: friction coefficient; soles (k, 2): half-lengths (x, y)
-    of the flat contacts' soles, zero where not checked (point contacts too), None when no
-    sole is checked.
+    ground normal, against gravity; mu: friction coefficient. spread (6k, m): lam -> the k
+    wrenches (m, f) at the contact points, stacked; to_link (6k, 6k): those wrenches -> the same
+    about the link origins (matrices: one product per sample or batch, where a loop over the
+    contacts costs a microsecond per contact). soles (k, 2): half-lengths (x, y) of the flat
+    contacts' soles, zero where not checked (point contacts too), None when no sole is checked.
     """
 
     links: tuple[str, ...]
@@ -41,12 +44,22 @@ class Contacts:
     rows: NDArray[np.intp]
     up: FloatArray
     mu: float
+    spread: FloatArray
+    to_link: FloatArray
     soles: FloatArray | None = None
     _sets: weakref.WeakKeyDictionary[Any, Any] = field(default_factory=weakref.WeakKeyDictionary, repr=False)
 
     @property
     def k(self) -> int:
         return len(self.links)
+
+    @functools.cached_property
+    def clear(self) -> BoolArray:
+        """(k,) False, read-only: the flags of a sample without violations (one array; the node
+        tells such a sample by identity, without looking)."""
+        out = np.zeros(self.k, dtype=bool)
+        out.flags.writeable = False
+        return out
 
     def on(self, model: Any) -> Any:
         """The contacts as a core.ConstraintSet of ``model`` (the dynamics model may change, with a
@@ -77,11 +90,16 @@ def resolve_contacts(model: Any, config: PipelineConfig) -> Contacts | None:
     g = np.asarray(model.gravity, dtype=np.float64)
     norm = float(np.linalg.norm(g))
     up = -g / norm if norm > 0 else np.array([0.0, 0.0, 1.0])  # no gravity: world z is up
-    return Contacts(
-        tuple(links), tuple(kinds), offsets, constraints,
-        np.asarray(core.constraint_set(model, list(constraints)).rows, dtype=np.intp), up,
-        float(config.friction_coefficient), _soles(kinds, config),
-    )
+    rows = np.asarray(core.constraint_set(model, list(constraints)).rows, dtype=np.intp)
+    spread = np.zeros((6 * k, int(rows[-1])))
+    to_link = np.eye(6 * k)
+    for i, kind in enumerate(kinds):
+        first = 6 * i + (3 if kind == "point" else 0)  # a point contact's moment is zero
+        spread[first:6 * i + 6, rows[i]:rows[i + 1]] = np.eye(rows[i + 1] - rows[i])
+        px, py, pz = offsets[i]
+        to_link[6 * i:6 * i + 3, 6 * i + 3:6 * i + 6] = [[0.0, -pz, py], [pz, 0.0, -px], [-py, px, 0.0]]  # m + p x f
+    return Contacts(tuple(links), tuple(kinds), offsets, constraints, rows, up, float(config.friction_coefficient),
+                    spread, to_link, _soles(kinds, config))
 
 
 def _soles(kinds: tuple[str, ...], config: PipelineConfig) -> FloatArray | None:
@@ -186,33 +204,22 @@ def kinematic_contacts(contacts: Contacts, T_wc: FloatArray, point_velocity: Flo
 def contact_wrenches(contacts: Contacts, lam: FloatArray) -> FloatArray:
     """lam (..., m) stacked per contact -> (..., k, 6) wrenches (m, f) at the contact points in
     link axes (a point contact's moment is zero)."""
-    out = np.zeros(np.shape(lam)[:-1] + (contacts.k, 6))
-    for i, kind in enumerate(contacts.kinds):
-        r = lam[..., contacts.rows[i]: contacts.rows[i + 1]]
-        if kind == "point":
-            out[..., i, 3:] = r
-        else:
-            out[..., i, :] = r
-    return out
+    lam = np.asarray(lam)
+    return (lam @ contacts.spread.T).reshape(lam.shape[:-1] + (contacts.k, 6))
 
 
 def stacked_forces(contacts: Contacts, wrench: FloatArray) -> FloatArray:
     """Inverse of :func:`contact_wrenches`: (..., k, 6) -> lam (..., m)."""
-    parts = [wrench[..., i, 3:] if kind == "point" else wrench[..., i, :]
-             for i, kind in enumerate(contacts.kinds)]
-    return np.concatenate(parts, axis=-1)
+    wrench = np.asarray(wrench)
+    return wrench.reshape(wrench.shape[:-2] + (6 * contacts.k,)) @ contacts.spread
 
 
 def wrench_at_link(contacts: Contacts, wrench: FloatArray) -> FloatArray:
     """(..., k, 6) wrenches at the contact points -> the same wrenches about the link origins
     (m + p x f, f), for messages whose frame is the contact link."""
-    out = np.array(wrench, dtype=np.float64)
-    p, f = contacts.offsets, out[..., 3:]
-    # p x f by components: np.cross costs more than the whole sum for k = 4
-    out[..., 0] += p[:, 1] * f[..., 2] - p[:, 2] * f[..., 1]
-    out[..., 1] += p[:, 2] * f[..., 0] - p[:, 0] * f[..., 2]
-    out[..., 2] += p[:, 0] * f[..., 1] - p[:, 1] * f[..., 0]
-    return out
+    wrench = np.asarray(wrench, dtype=np.float64)
+    flat = wrench.reshape(wrench.shape[:-2] + (6 * contacts.k,))
+    return (flat @ contacts.to_link.T).reshape(wrench.shape)
 
 
 class ContactChecks(NamedTuple):
@@ -225,17 +232,17 @@ class ContactChecks(NamedTuple):
     unbalanced: BoolArray
 
 
-def check_forces(contacts: Contacts, T_wc: FloatArray, wrench: FloatArray,
+def check_forces(contacts: Contacts, normal: FloatArray, tangential: FloatArray,
                  active: BoolArray) -> tuple[BoolArray, BoolArray]:
-    """(pulling, slipping) of the contact forces against the ground normal ``up`` (the core's
-    contact_wrench_checks takes the contact frame's z as the normal, which a point foot on a
-    rotating shank does not keep)."""
-    f = wrench[..., 3:]
-    normal = (f * (contacts.up @ T_wc[..., :3, :3])).sum(axis=-1)  # f_world . up = f . (R^T up)
-    size2 = (f * f).sum(axis=-1)  # |f_world|^2: R keeps lengths
-    tangential = np.sqrt(np.maximum(size2 - normal * normal, 0.0))
+    """(pulling, slipping) (..., k) of the contact forces split against the ground normal ``up``
+    (core.contact_forces; the core's contact_wrench_checks takes the contact frame's z as the
+    normal, which a point foot on a rotating shank does not keep)."""
+    if normal.ndim == 1:  # one sample: most are all pushing inside the cone, found without arrays
+        n, t = normal.tolist(), tangential.tolist()
+        if min(n, default=1.0) > 0.0 and all(y <= contacts.mu * x for x, y in zip(n, t)):
+            return contacts.clear, contacts.clear
     # A small tolerance keeps rounding at an unloaded contact from counting as a violation.
-    tol = 1e-9 * (1.0 + np.sqrt(size2))
+    tol = 1e-9 * (1.0 + np.abs(normal) + tangential)
     pulling = active & (normal < -tol)
     slipping = active & ~pulling & (tangential > contacts.mu * normal + tol)
     return np.asarray(pulling), np.asarray(slipping)
@@ -268,6 +275,14 @@ def check_tipping(contacts: Contacts, wrench: FloatArray, active: BoolArray, pul
     tol = 1e-9 * (1.0 + np.abs(fz))  # rounding at an unloaded sole is no violation
     outside = (np.abs(wrench[..., 1]) > a * fz + tol) | (np.abs(wrench[..., 0]) > b * fz + tol)
     return np.asarray(active & ~pulling & (a > 0) & outside)
+
+
+def check_wrenches(model: Any, contacts: Contacts, q: FloatArray, base_pose: FloatArray | None,
+                   wrench: FloatArray, active: BoolArray) -> tuple[BoolArray, BoolArray]:
+    """:func:`check_forces` of contact wrenches (..., k, 6) at the configuration q (frames computed here)."""
+    T_wc = contact_frames(model, contacts, q, base_pose)
+    normal, tangential = core.contact_forces(contacts.on(model), stacked_forces(contacts, wrench), T_wc, contacts.up)
+    return check_forces(contacts, normal, tangential, active)
 
 
 def forces_closest_to(tau_full: FloatArray, A: FloatArray, target: FloatArray, n_base: int,

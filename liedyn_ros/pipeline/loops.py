@@ -24,7 +24,7 @@ from liedyn_ros.core.constraints.inverse import passive_mask
 from liedyn_ros.pipeline.compute import DynamicsOutputs, compute_outputs, constrained_predictions
 from liedyn_ros.pipeline.config import FloatArray, PipelineConfig
 from liedyn_ros.pipeline.contacts import (
-    ContactChecks, Contacts, check_forces, contact_frames, contact_wrenches, forces_closest_to,
+    ContactChecks, Contacts, check_wrenches, contact_wrenches, forces_closest_to,
 )
 
 BoolArray = NDArray[np.bool_]
@@ -144,7 +144,7 @@ def compute_loop_outputs(
     contact_active = act[..., :contacts.k]
     wrench = contact_wrenches(contacts, lam[0][..., :loops.m_contacts])
     wrench[~contact_active] = 0.0
-    pulling, slipping = check_forces(contacts, contact_frames(model, contacts, q, base_pose), wrench, contact_active)
+    pulling, slipping = check_wrenches(model, contacts, q, base_pose, wrench, contact_active)
     return out._replace(contact_active=contact_active, contact_wrench=wrench,
                         checks=ContactChecks(pulling, slipping, unbalanced[0]))
 

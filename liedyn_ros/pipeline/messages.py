@@ -112,9 +112,11 @@ class OutputMessageFactory:
     Keys of :meth:`build`'s result are the topic names of CONVENTIONS.md (relative); which
     ones appear follows the config's ``publish_*`` switches, whether efforts were measured
     (predicted accelerations and external torque) and whether the base floats. Every call
-    returns new messages but one: external_torque is one message whose header and effort each
-    call replaces (the observer's budget is a fifth of the per-sample time, and a new JointState
-    costs a third of that; publish serializes it at once, so the node may reuse it). The empty
+    returns new messages but external_torque and the contact wrenches: each is one message per
+    topic whose stamp and values each call replaces (the observer's budget is a fifth of the
+    per-sample time, and a new JointState costs a third of that; four new WrenchStamped cost as
+    much as the contacts' whole dynamics; publish serializes them at once, so the node may reuse
+    them). The empty
     float64[] value is made once and passed to every message (rclpy copies a float64[] into the
     message and rosbags' empty numpy array holds nothing to change).
     """
@@ -129,7 +131,9 @@ class OutputMessageFactory:
         contacts = resolve_contacts(model, config)
         self.contact_links = () if contacts is None else contacts.links
         self._contacts = contacts
+        self._contact_topics = [contact_wrench_topic(link) for link in self.contact_links]
         self._external: Any = None  # the external_torque message, refilled by each build
+        self._contact_msgs: list[Any] = [None] * len(self.contact_links)  # likewise, per contact
 
     def build(self, out: PipelineOutput) -> dict[str, Any]:
         cfg, res = self.config, out.outputs
@@ -156,10 +160,10 @@ class OutputMessageFactory:
         if cfg.publish_unconstrained and res.tau_free is not None:  # contacts or loops
             msgs[TOPIC_UNCONSTRAINED_FEEDFORWARD] = self.torque_state(header, res.tau_free)
         if self._contacts is not None and res.contact_active is not None and res.contact_wrench is not None:
-            wrench = wrench_at_link(self._contacts, res.contact_wrench)
-            for i in np.flatnonzero(res.contact_active).tolist():
-                link = self.contact_links[i]
-                msgs[contact_wrench_topic(link)] = self.wrench(self.header(out.stamp_ns, link), wrench[i])
+            wrench = wrench_at_link(self._contacts, res.contact_wrench).tolist()
+            for i, on in enumerate(res.contact_active.tolist()):
+                if on:
+                    msgs[self._contact_topics[i]] = self.contact_wrench(i, header.stamp, wrench[i])
         return msgs
 
     def header(self, stamp_ns: int, frame_id: str) -> Any:
@@ -181,6 +185,19 @@ class OutputMessageFactory:
             msg = self._external = self.torque_state(header, tau)
         else:
             msg.header, msg.effort = header, self.c.float_array(tau)
+        return msg
+
+    def contact_wrench(self, i: int, stamp: Any, wrench: list[float]) -> Any:
+        """Contact i's WrenchStamped (frame: its link) from (m, f), made once and refilled (see the
+        class docstring); ``stamp`` a Time, shared with the other messages of the sample."""
+        msg = self._contact_msgs[i]
+        if msg is None:
+            header = self.c.Header(stamp=stamp, frame_id=self.contact_links[i])
+            msg = self._contact_msgs[i] = self.wrench(header, np.asarray(wrench))
+            return msg
+        msg.header.stamp = stamp
+        m, f = msg.wrench.torque, msg.wrench.force
+        m.x, m.y, m.z, f.x, f.y, f.z = wrench
         return msg
 
     def collision_state(self, event: Any) -> Any:

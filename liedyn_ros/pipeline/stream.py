@@ -360,6 +360,9 @@ class DynamicsPipeline:
         if contacts is not None and contacts.soles is not None and out.contact_wrench is not None \
                 and out.contact_active is not None:
             tipping = check_tipping(contacts, out.contact_wrench, out.contact_active, checks.pulling)
+        if contacts is not None and checks.pulling is checks.slipping is contacts.clear and tipping is _NO_TIPPING \
+                and not checks.unbalanced:
+            return out  # check_forces found every contact pushing inside its cone: nothing to count
         if checks.pulling.any() or checks.slipping.any() or tipping.any() or checks.unbalanced:
             for kind, flags in (("pulling", checks.pulling), ("slipping", checks.slipping), ("tipping", tipping)):
                 if flags.any():

@@ -1,8 +1,8 @@
 """Constrained dynamics (Kim 2012, section 3): contacts and closed loops.
 
 One module per stage: description (Contact, LoopClosure, ConstraintSet), jacobian (A, c),
-forward (constrained_aba), inverse (constrained_rnea), hybrid (constrained_hybrid), wrenches
-(friction-cone and pushing checks of contact forces).
+forward (constrained_aba), inverse (constrained_rnea), hybrid (constrained_hybrid), terms
+(constrained_terms: all of a sample at once), wrenches (friction-cone and pushing checks of contact forces).
 """
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from .forward import constrained_aba
 from .hybrid import constrained_hybrid
 from .inverse import constrained_rnea
 from .jacobian import constraint_bias, constraint_frames, constraint_jacobian
-from .wrenches import ContactCheck, contact_wrench_checks
+from .terms import ConstrainedTerms, constrained_terms
+from .wrenches import ContactCheck, contact_forces, contact_wrench_checks
 
 __all__ = [
     "Contact",
@@ -24,6 +25,9 @@ __all__ = [
     "constrained_aba",
     "constrained_rnea",
     "constrained_hybrid",
+    "ConstrainedTerms",
+    "constrained_terms",
     "ContactCheck",
+    "contact_forces",
     "contact_wrench_checks",
 ]

@@ -24,11 +24,11 @@ from ..fast.kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, b
     joint_transforms, model_arrays, parent_row, pose_of, reshaped, screw, sizes, vectors_valid, workspace
 from ..fast.layout import COORD, MULT
 from ..fast.rnea import rnea_sample
-from ..fast.spatial import bjit, cho_solve, cholesky, ijit, jit, twist_to_child
+from ..fast.spatial import bjit, cho_solve, cholesky, ijit, jit, lower_solve, twist_to_child, upper_solve
 from ..model import Model
 
-__all__ = ["FastConstraints", "constrained_aba_one", "constrained_rnea_one", "contact_frames_many", "contact_terms_many",
-           "VIOLATED"]
+__all__ = ["FastConstraints", "constrained_aba_one", "constrained_rnea_one", "constrained_terms_one",
+           "contact_frames_many", "contact_terms_many", "terms_size", "VIOLATED"]
 
 VIOLATED = 3  # |A v| above tol: the reference words the error
 # A pivot of K below this fraction of its diagonal entry: K is (numerically) singular.
@@ -67,9 +67,9 @@ class FastConstraints:
 
 
 def scratch_size(nb: int, nv: int, m: int) -> int:
-    """Floats of the blocks constrained_aba_sample takes (L, 3 vectors, A, Y, K, 3 m-vectors) followed by
-    contact_terms' (8 per-body blocks, h, f)."""
-    return nv * nv + 3 * nv + 2 * m * nv + m * m + 3 * m + terms_scratch_size(nb)
+    """Floats of the blocks constrained_terms_sample takes (L, S, 3 vectors, A, Y, Z, K, H, 2 m-vectors; the
+    other kernels take fewer) followed by contact_terms' (8 per-body blocks, h, f)."""
+    return 2 * nv * nv + 3 * nv + 3 * m * nv + 2 * m * m + 2 * m + terms_scratch_size(nb)
 
 
 def terms_scratch_size(nb: int) -> int:
@@ -180,6 +180,20 @@ def put_column(Ra, pa, point, world, w0, w1, w2, v0, v1, v2, A, r0, col):
 
 
 @ijit
+def frame_in_world(RP, pP, cfk, Ra, pa):
+    """Ra, pa <- the world pose of a contact frame (cfk: R row-major, p in its body) on a body at (RP, pP)."""
+    for r in range(3):
+        s = pP[r]
+        for cc in range(3):
+            s += RP[r, cc] * cfk[9 + cc]
+            t = 0.0
+            for j in range(3):
+                t += RP[r, j] * cfk[3 * j + cc]
+            Ra[r, cc] = t
+        pa[r] = s
+
+
+@ijit
 def contact_rows(mf, mi, ci, cf, k, Rw, pw, V, dV0, sw, Ra, pa, h, A, c):
     """A's rows and c's entries of contact k (frame a at (Ra, pa), scratch h (2, 6))."""
     nb, n, nv = sizes(mi)
@@ -188,15 +202,7 @@ def contact_rows(mf, mi, ci, cf, k, Rw, pw, V, dV0, sw, Ra, pa, h, A, c):
     body, point, world, r0 = ci[o + BODY], ci[o + POINT] != 0, ci[o + WORLD] != 0, ci[o + ROW]
     P = body if body >= 0 else nb
     Roff, poff = reshaped(cf[k], 0, (3, 3)), cf[k, 9:12]
-    for r in range(3):
-        s = pw[P, r]
-        for cc in range(3):
-            s += Rw[P, r, cc] * poff[cc]
-            t = 0.0
-            for j in range(3):
-                t += Rw[P, r, j] * Roff[j, cc]
-            Ra[r, cc] = t
-        pa[r] = s
+    frame_in_world(Rw[P], pw[P], cf[k], Ra, pa)
     rows = 3 if point else 6
     for r in range(r0, r0 + rows):
         for col in range(nv):
@@ -230,6 +236,16 @@ def contact_rows(mf, mi, ci, cf, k, Rw, pw, V, dV0, sw, Ra, pa, h, A, c):
                 c[out + r] = Ra[r, 0] * dVf[lo] + Ra[r, 1] * dVf[lo + 1] + Ra[r, 2] * dVf[lo + 2]
             else:
                 c[out + r] = dVf[lo + r]
+
+
+@ijit
+def off_constraints(A, v, tol):
+    """max |A v| (0 without computing it when tol is infinite: every state is accepted)."""
+    worst = 0.0
+    if tol < np.inf:
+        for r in range(A.shape[0]):
+            worst = max(worst, abs(dot(A[r], v)))
+    return worst
 
 
 @ijit
@@ -275,7 +291,7 @@ def contact_terms(mf, mi, ci, cf, sc, q, v, T, active, A, c):
 
 @jit
 def contact_frames_many(handle, ci, cf, sc, q, T, frames):
-    """World poses of the contact frames, frames (B, k, 12) (R row-major, p), of q (B, n) and T (B or 1, 4, 4)."""
+    """World poses of the contact frames, frames (B, k, 4, 4), of q (B, n) and T (B or 1, 4, 4)."""
     mf, mi = model_arrays(handle)
     nb, n, nv = sizes(mi)
     k, m = ci[0], ci[1]
@@ -285,28 +301,31 @@ def contact_frames_many(handle, ci, cf, sc, q, T, frames):
     c, o = block(sc, o, 1, m)
     terms_sc = reshaped(sc, o, (sc.shape[0] - o,))
     zero, inactive = np.zeros(nv), np.zeros(k, dtype=np.bool_)
-    _, o = block(terms_sc, 0, nb, 9)  # the layout of contact_terms' scratch
-    _, o = block(terms_sc, o, nb, 3)
-    Rw, o = block(terms_sc, o, nb + 1, 9)
-    pw, o = block(terms_sc, o, nb + 1, 3)
     for b in range(q.shape[0]):
         Tb = pose_of(T, b)
         if not inputs_valid(mi, q[b], Tb):
             return BAD_INPUT
         contact_terms(mf, mi, ci, cf, terms_sc, q[b], zero, Tb, inactive, A, c[0])  # the world poses Rw, pw
-        for j in range(k):
-            body = ci[2 + nv + 4 * j + BODY]
-            P = body if body >= 0 else nb
-            for r in range(3):
-                s = pw[P, r]
-                for cc in range(3):
-                    s += Rw[P, 3 * r + cc] * cf[j, 9 + cc]
-                    t = 0.0
-                    for i in range(3):
-                        t += Rw[P, 3 * r + i] * cf[j, 3 * i + cc]
-                    frames[b, j, 3 * r + cc] = t
-                frames[b, j, 9 + r] = s
+        put_frames(mi, ci, cf, terms_sc, frames[b])
     return OK
+
+
+@ijit
+def put_frames(mi, ci, cf, terms_sc, frames):
+    """frames (k, 4, 4) <- the world poses of the contact frames, from the world poses of the bodies that
+    contact_terms left in its scratch terms_sc."""
+    nb, n, nv = sizes(mi)
+    _, o = block(terms_sc, 0, nb, 9)  # the layout of contact_terms' scratch
+    _, o = block(terms_sc, o, nb, 3)
+    Rw = reshaped(terms_sc, o, (nb + 1, 3, 3))
+    pw, o = block(terms_sc, o + 9 * (nb + 1), nb + 1, 3)
+    for j in range(ci[0]):
+        body = ci[2 + nv + 4 * j + BODY]
+        P = body if body >= 0 else nb
+        frame_in_world(Rw[P], pw[P], cf[j], frames[j, :3, :3], frames[j, :3, 3])
+        for r in range(3):
+            frames[j, 3, r] = 0.0
+        frames[j, 3, 3] = 1.0
 
 
 @bjit
@@ -317,6 +336,46 @@ def contact_terms_many(mf, mi, ci, cf, sc_size, q, v, T, active, A, c, start, st
         contact_terms(mf, mi, ci, cf, sc, q[b], v[b], pose_of(T, b), active[b if active.shape[0] != 1 else 0],
                       A[b], c[b])
     return OK
+
+
+@ijit
+def forward_factor(parent, A, L, Y, K):
+    """L <- the factor of M = L^T L (L holds M on entry), Y = L^-T A^T (row r: A's row r solved) and
+    K = Y^T Y = A M^-1 A^T factored. False when M or K is singular (K's inactive rows get a unit pivot:
+    their lam is zero)."""
+    m = A.shape[0]
+    if not ltl(L, parent):
+        return False
+    for r in range(m):
+        for col in range(A.shape[1]):
+            Y[r, col] = A[r, col]
+        solve_lt(L, parent, Y[r])
+    for r in range(m):
+        for s in range(r + 1):
+            K[r, s] = dot(Y[r], Y[s])
+        if K[r, r] == 0.0:  # an inactive row: lam_r = 0
+            K[r, r] = 1.0
+    return cholesky(K, PIVOT_RTOL)
+
+
+@ijit
+def forward_solve(parent, L, A, Y, K, bias, a, x, lam):
+    """Kim 67-69 on forward_factor's factors: a holds tau - b on entry and the constrained a on exit;
+    bias = c (+ kd A v), lam <- -K^-1 (A a_r + bias); x: scratch (nv,)."""
+    m, nv = A.shape[0], A.shape[1]
+    solve_lt(L, parent, a)
+    solve_l(L, parent, a)  # a_r = M^-1 (tau - b)
+    for r in range(m):
+        lam[r] = -(dot(A[r], a) + bias[r])
+    cho_solve(K, lam)
+    for i in range(nv):
+        x[i] = 0.0
+    for r in range(m):
+        for i in range(nv):
+            x[i] += Y[r, i] * lam[r]
+    solve_l(L, parent, x)
+    for i in range(nv):
+        a[i] += x[i]
 
 
 @jit
@@ -332,47 +391,25 @@ def constrained_aba_sample(mf, mi, ws, ci, cf, sc, q, v, tau, T, active, params,
     A, o = block(sc, o, m, nv)
     Y, o = block(sc, o, m, nv)
     K, o = block(sc, o, m, m)
-    mvecs, o = block(sc, o, 3, m)
+    mvecs, o = block(sc, o, 2, m)
     b, x, zero = vecs[0], vecs[1], vecs[2]
-    c, Av, rhs = mvecs[0], mvecs[1], mvecs[2]
+    c, bias = mvecs[0], mvecs[1]
     for i in range(nv):
         zero[i] = 0.0
+    contact_terms(mf, mi, ci, cf, reshaped(sc, o, (sc.shape[0] - o,)), q, v, T, active, A, c)
+    kd, tol = params[1], params[2]
+    for r in range(m):
+        Av = dot(A[r], v)
+        if not abs(Av) <= tol:
+            return VIOLATED
+        bias[r] = c[r] + kd * Av
     mass_matrix_sample(mf, mi, ws, q, L)
-    rnea_sample(mf, mi, ws, q, v, zero, T, np.empty((0, nb, 6)), np.empty((0, 6)), 0, b)
-    if not ltl(L, parent):
+    if not forward_factor(parent, A, L, Y, K):
         return SINGULAR
+    rnea_sample(mf, mi, ws, q, v, zero, T, np.empty((0, nb, 6)), np.empty((0, 6)), 0, b)
     for i in range(nv):
         a[i] = tau[i] - b[i]
-    solve_lt(L, parent, a)
-    solve_l(L, parent, a)  # a_r = M^-1 (tau - b)
-    contact_terms(mf, mi, ci, cf, reshaped(sc, o, (sc.shape[0] - o,)), q, v, T, active, A, c)
-    kp, kd, tol = params[0], params[1], params[2]
-    for r in range(m):
-        Av[r] = dot(A[r], v)
-        if not abs(Av[r]) <= tol:
-            return VIOLATED
-        rhs[r] = dot(A[r], a) + c[r] + kd * Av[r]
-        for col in range(nv):
-            Y[r, col] = A[r, col]
-        solve_lt(L, parent, Y[r])
-    for r in range(m):
-        for s in range(r + 1):
-            K[r, s] = dot(Y[r], Y[s])
-        if K[r, r] == 0.0:  # an inactive row: lam_r = 0
-            K[r, r] = 1.0
-    if not cholesky(K, PIVOT_RTOL):
-        return SINGULAR
-    for r in range(m):
-        lam[r] = -rhs[r]
-    cho_solve(K, lam)
-    for i in range(nv):
-        x[i] = 0.0
-    for r in range(m):
-        for i in range(nv):
-            x[i] += Y[r, i] * lam[r]
-    solve_l(L, parent, x)
-    for i in range(nv):
-        a[i] += x[i]
+    forward_solve(parent, L, A, Y, K, bias, a, x, lam)
     return OK
 
 
@@ -385,56 +422,79 @@ def constrained_aba_one(handle, ci, cf, sc, q, v, tau, T, active, params, a, lam
     return constrained_aba_sample(mf, mi, workspace(mf, mi), ci, cf, sc, q, v, tau, T, active, params, a, lam)
 
 
-@jit
-def constrained_rnea_sample(mf, mi, ws, ci, cf, sc, q, v, a, T, active, passive, w, min_force, tol, tau, lam):
-    """Kim 3.1 for full-rank cases: (tau, lam) into tau (nv,), lam (m,). Returns a status.
+@ijit
+def inverse_factor(ci, A, active, passive, w, min_force, S, Z, H, C):
+    """The factors of Kim 3.1's minimisers for G = A_p^T (passive columns of A), weights w; False if singular.
 
-    With G = A_p^T (passive columns of A) of full row rank and tau_r = rnea(q, v, a):
-      min_force (weights w per row):  lam = W^-1 G^T (G W^-1 G^T)^-1 tau_pr
-      min_torque (w per active coordinate), by the KKT system's Schur complement, with
-        H = A_a W A_a^T positive definite:  lam = H^-1 (A_a W tau_ar - G^T mu),
-        (G H^-1 G^T) mu = G H^-1 A_a W tau_ar - tau_pr
-    then tau = tau_r - A^T lam, zero on the passive coordinates. A singular H or G W^-1 G^T
-    (ties, too few constraints) returns SINGULAR: the reference's pseudo-inverses answer.
+      min_force:  S = G W^-1 G^T
+      min_torque: H = A_a W A_a^T = L L^T (H <- L), Z = L^-1 G^T (m, n_p), S = Z^T Z = G H^-1 G^T
+    S is (n_p, n_p) at the start of its block, n_p the number of passive coordinates. C: scratch (m nv,)
+    for A_a W^1/2 (m, n_a) and G (n_p, m), compact: the products run over contiguous rows.
     """
-    mf, mi, ci, cf, sc = borrowed(mf), borrowed(mi), borrowed(ci), borrowed(cf), borrowed(sc)
-    q, v, a, T, tau, lam = borrowed(q), borrowed(v), borrowed(a), borrowed(T), borrowed(tau), borrowed(lam)
-    nb, n, nv = sizes(mi)
-    m = ci[1]
-    n_p = 0
-    for j in range(nv):
-        n_p += 1 if passive[j] else 0
-    S, o = block(sc, 0, n_p, n_p)
-    o = o + nv * nv - n_p * n_p
-    vecs, o = block(sc, o, 3, nv)
-    A, o = block(sc, o, m, nv)
-    Z, o = block(sc, o, nv, m)  # row k: H^-1 G^T e_k for the k-th passive coordinate
-    H, o = block(sc, o, m, m)
-    mvecs, o = block(sc, o, 3, m)
-    mu, c = vecs[0], mvecs[0]
-    g = mvecs[1]
-    rnea_sample(mf, mi, ws, q, v, a, T, np.empty((0, nb, 6)), np.empty((0, 6)), 0, tau)
-    contact_terms(mf, mi, ci, cf, reshaped(sc, o, (sc.shape[0] - o,)), q, v, T, active, A, c)
+    m, nv = A.shape[0], A.shape[1]
+    n_p = passive_count(passive)
+    n_a = nv - n_p
+    Aw, G = reshaped(C, 0, (m, n_a)), reshaped(C, m * n_a, (n_p, m))
     for r in range(m):
-        if not abs(dot(A[r], v)) <= tol:
-            return VIOLATED
+        ja, ip = 0, 0
+        for j in range(nv):
+            if passive[j]:
+                G[ip, r] = A[r, j]
+                ip += 1
+            else:
+                Aw[r, ja] = math.sqrt(w[ja]) * A[r, j]
+                ja += 1
     if min_force:
-        ip = 0
-        for i in range(nv):
-            if not passive[i]:
-                continue
-            kp = 0
-            for k in range(i + 1):
-                if passive[k]:
-                    t = 0.0
-                    for r in range(m):
-                        t += A[r, i] * A[r, k] / w[r]
-                    S[ip, kp] = t
-                    kp += 1
-            mu[ip] = tau[i]
-            ip += 1
-        if not cholesky(S, PIVOT_RTOL):
-            return SINGULAR
+        for ip in range(n_p):
+            for kp in range(ip + 1):
+                t = 0.0
+                for r in range(m):
+                    t += G[ip, r] * G[kp, r] / w[r]
+                S[ip, kp] = t
+        return cholesky(S, PIVOT_RTOL)
+    for r in range(m):
+        for s in range(r + 1):
+            H[r, s] = dot(Aw[r], Aw[s])
+        if H[r, r] == 0.0 and not active[row_constraint(ci, r)]:  # an inactive row: lam_r = 0
+            H[r, r] = 1.0
+    if not cholesky(H, PIVOT_RTOL):
+        return False
+    Zm = reshaped(Z, 0, (m, n_p))
+    for r in range(m):  # L Z = G^T, all n_p columns at once
+        for ip in range(n_p):
+            Zm[r, ip] = G[ip, r]
+        for k in range(r):
+            h = H[r, k]
+            for ip in range(n_p):
+                Zm[r, ip] -= h * Zm[k, ip]
+        d = H[r, r]
+        for ip in range(n_p):
+            Zm[r, ip] /= d
+    for ip in range(n_p):
+        for kp in range(ip + 1):
+            t = 0.0
+            for r in range(m):
+                t += Zm[r, ip] * Zm[r, kp]
+            S[ip, kp] = t
+    return cholesky(S, PIVOT_RTOL)
+
+
+@ijit
+def inverse_solve(A, passive, w, min_force, S, Z, H, tau, g, mu, lam):
+    """Kim 3.1 on inverse_factor's factors: tau holds tau_r = rnea(q, v, a) on entry and tau_r - A^T lam
+    (zero on the passive coordinates) on exit; g (m,), mu (nv,): scratch.
+
+      min_force:  lam = W^-1 G^T S^-1 tau_pr
+      min_torque: y = L^-1 A_a W tau_ar,  S mu = Z^T y - tau_pr,  lam = L^-T (y - Z mu)
+        (the KKT system's Schur complement: lam = H^-1 (A_a W tau_ar - G^T mu))
+    """
+    m, nv = A.shape[0], A.shape[1]
+    n_p = 0
+    for i in range(nv):
+        if passive[i]:
+            mu[n_p] = tau[i]
+            n_p += 1
+    if min_force:
         cho_solve(S, mu[:n_p])
         for r in range(m):
             t, ip = 0.0, 0
@@ -444,52 +504,27 @@ def constrained_rnea_sample(mf, mi, ws, ci, cf, sc, q, v, a, T, active, passive,
                     ip += 1
             lam[r] = t / w[r]
     else:
+        Zm = reshaped(Z, 0, (m, n_p))
         for r in range(m):
-            for s in range(r + 1):
-                t, ja = 0.0, 0
-                for j in range(nv):
-                    if not passive[j]:
-                        t += w[ja] * A[r, j] * A[s, j]
-                        ja += 1
-                H[r, s] = t
             t, ja = 0.0, 0
             for j in range(nv):
                 if not passive[j]:
                     t += w[ja] * A[r, j] * tau[j]
                     ja += 1
             g[r] = t
-            if H[r, r] == 0.0 and not active[row_constraint(ci, r)]:  # an inactive row: lam_r = 0
-                H[r, r] = 1.0
-        if not cholesky(H, PIVOT_RTOL):
-            return SINGULAR
-        cho_solve(H, g)  # h = H^-1 A_a W tau_ar
-        ip = 0
-        for i in range(nv):
-            if not passive[i]:
-                continue
+        lower_solve(H, g)
+        for ip in range(n_p):
+            t = -mu[ip]
             for r in range(m):
-                Z[ip, r] = A[r, i]
-            cho_solve(H, Z[ip, :m])  # row ip of Z^T: H^-1 G^T e_ip
-            ip += 1
-        ip = 0
-        for i in range(nv):
-            if not passive[i]:
-                continue
-            kp = 0
-            for k in range(i + 1):
-                if passive[k]:
-                    S[ip, kp] = dot(A[:, i], Z[kp, :m])
-                    kp += 1
-            mu[ip] = dot(A[:, i], g) - tau[i]
-            ip += 1
-        if not cholesky(S, PIVOT_RTOL):
-            return SINGULAR
+                t += Zm[r, ip] * g[r]
+            mu[ip] = t
         cho_solve(S, mu[:n_p])
         for r in range(m):
             t = g[r]
-            for k in range(n_p):
-                t -= Z[k, r] * mu[k]
+            for ip in range(n_p):
+                t -= Zm[r, ip] * mu[ip]
             lam[r] = t
+        upper_solve(H, lam)
     for j in range(nv):
         if passive[j]:
             tau[j] = 0.0
@@ -498,6 +533,46 @@ def constrained_rnea_sample(mf, mi, ws, ci, cf, sc, q, v, a, T, active, passive,
         for r in range(m):
             t -= A[r, j] * lam[r]
         tau[j] = t
+
+
+@ijit
+def passive_count(passive):
+    n_p = 0
+    for j in range(passive.shape[0]):
+        n_p += 1 if passive[j] else 0
+    return n_p
+
+
+@jit
+def constrained_rnea_sample(mf, mi, ws, ci, cf, sc, q, v, a, T, active, passive, w, min_force, tol, tau, lam):
+    """Kim 3.1 for full-rank cases: (tau, lam) into tau (nv,), lam (m,). Returns a status.
+
+    With G = A_p^T (passive columns of A) of full row rank and tau_r = rnea(q, v, a): inverse_factor, then
+    inverse_solve (min_force by G W^-1 G^T, min_torque by the KKT system's Schur complement with
+    H = A_a W A_a^T positive definite). A singular H or G W^-1 G^T (ties, too few constraints) returns
+    SINGULAR: the reference's pseudo-inverses answer.
+    """
+    mf, mi, ci, cf, sc = borrowed(mf), borrowed(mi), borrowed(ci), borrowed(cf), borrowed(sc)
+    q, v, a, T, tau, lam = borrowed(q), borrowed(v), borrowed(a), borrowed(T), borrowed(tau), borrowed(lam)
+    nb, n, nv = sizes(mi)
+    m = ci[1]
+    n_p = passive_count(passive)
+    S, o = block(sc, 0, n_p, n_p)
+    o = o + nv * nv - n_p * n_p
+    mu, o = block(sc, o, 1, nv)
+    A, o = block(sc, o, m, nv)
+    Z, o = block(sc, o, nv, m)  # L^-1 G^T (m, n_p) at its start
+    H, o = block(sc, o, m, m)
+    C, o = block(sc, o, m, nv)
+    mvecs, o = block(sc, o, 2, m)
+    c, g = mvecs[0], mvecs[1]
+    rnea_sample(mf, mi, ws, q, v, a, T, np.empty((0, nb, 6)), np.empty((0, 6)), 0, tau)
+    contact_terms(mf, mi, ci, cf, reshaped(sc, o, (sc.shape[0] - o,)), q, v, T, active, A, c)
+    if not off_constraints(A, v, tol) <= tol:
+        return VIOLATED
+    if not inverse_factor(ci, A, active, passive, w, min_force, S, Z, H, reshaped(C, 0, (m * nv,))):
+        return SINGULAR
+    inverse_solve(A, passive, w, min_force, S, Z, H, tau, g, mu[0], lam)
     return OK
 
 
@@ -521,3 +596,105 @@ def constrained_rnea_one(handle, ci, cf, sc, q, v, a, T, active, passive, w, min
         return BAD_INPUT
     return constrained_rnea_sample(mf, mi, workspace(mf, mi), ci, cf, sc, q, v, a, T, active, passive, w, min_force,
                                    tol, tau, lam)
+
+
+def terms_size(nv: int, m: int, k: int) -> int:
+    """Floats of constrained_terms_sample's output: tau_r, tau, lam, tau_g, lam_g, a, lam_a, frames (k, 4, 4),
+    normal (k,), tangential (k,)."""
+    return 4 * nv + 3 * m + 18 * k
+
+
+@ijit
+def split_forces(ci, lam, frames, up, normal, tangential):
+    """normal, tangential (k,) <- each contact's force in lam resolved along the world direction up and across it."""
+    nv = ci.shape[0] - 2 - 4 * ci[0]
+    for j in range(ci[0]):
+        o = 2 + nv + 4 * j
+        r = ci[o + ROW] + (0 if ci[o + POINT] != 0 else 3)
+        f0, f1, f2 = lam[r], lam[r + 1], lam[r + 2]
+        if ci[o + WORLD] == 0:  # f in the contact's axes: f . R^T up
+            u0 = frames[j, 0, 0] * up[0] + frames[j, 1, 0] * up[1] + frames[j, 2, 0] * up[2]
+            u1 = frames[j, 0, 1] * up[0] + frames[j, 1, 1] * up[1] + frames[j, 2, 1] * up[2]
+            u2 = frames[j, 0, 2] * up[0] + frames[j, 1, 2] * up[1] + frames[j, 2, 2] * up[2]
+        else:
+            u0, u1, u2 = up[0], up[1], up[2]
+        fn = f0 * u0 + f1 * u1 + f2 * u2
+        normal[j] = fn
+        tangential[j] = math.sqrt(max(f0 * f0 + f1 * f1 + f2 * f2 - fn * fn, 0.0))
+
+
+@jit
+def constrained_terms_sample(mf, mi, ws, ci, cf, sc, q, v, a, tau, T, active, passive, w, min_force, has_tau, tol,
+                             up, out):
+    """A whole sample of a robot on contacts, on one evaluation of A(q), c and of each factor. Returns a status.
+
+    out (terms_size,) <- tau_r = rnea(q, v, a); (tau, lam) = Kim 3.1 at (q, v, a) and (tau_g, lam_g) at
+    (q, 0, 0), both from inverse_factor's factors of A; (a, lam_a) = Kim 3.2 with the forces tau (NaN
+    without has_tau); the world poses of the contact frames (k, 4, 4); lam's forces along the world
+    direction up and across it (split_forces).
+    """
+    mf, mi, ci, cf, sc = borrowed(mf), borrowed(mi), borrowed(ci), borrowed(cf), borrowed(sc)
+    q, v, a, tau, T, out = borrowed(q), borrowed(v), borrowed(a), borrowed(tau), borrowed(T), borrowed(out)
+    nb, n, nv = sizes(mi)
+    k, m = ci[0], ci[1]
+    parent = ci[2:2 + nv]
+    n_p = passive_count(passive)
+    L, o = block(sc, 0, nv, nv)
+    S, o = block(sc, o, n_p, n_p)
+    o = o + nv * nv - n_p * n_p
+    vecs, o = block(sc, o, 3, nv)
+    A, o = block(sc, o, m, nv)
+    Y, o = block(sc, o, m, nv)
+    Z, o = block(sc, o, nv, m)
+    K, o = block(sc, o, m, m)
+    H, o = block(sc, o, m, m)
+    mvecs, o = block(sc, o, 2, m)
+    zero, x, mu = vecs[0], vecs[1], vecs[2]
+    c, g = mvecs[0], mvecs[1]
+    terms_sc = reshaped(sc, o, (sc.shape[0] - o,))
+    tau_r, tau_c, lam = reshaped(out, 0, (nv,)), reshaped(out, nv, (nv,)), reshaped(out, 2 * nv, (m,))
+    tau_g, lam_g = reshaped(out, 2 * nv + m, (nv,)), reshaped(out, 3 * nv + m, (m,))
+    acc, lam_a = reshaped(out, 3 * nv + 2 * m, (nv,)), reshaped(out, 4 * nv + 2 * m, (m,))
+    frames = reshaped(out, 4 * nv + 3 * m, (k, 4, 4))
+    normal, tangential = reshaped(out, 4 * nv + 3 * m + 16 * k, (k,)), reshaped(out, 4 * nv + 3 * m + 17 * k, (k,))
+    for i in range(nv):
+        zero[i] = 0.0
+    contact_terms(mf, mi, ci, cf, terms_sc, q, v, T, active, A, c)
+    if not off_constraints(A, v, tol) <= tol:
+        return VIOLATED
+    put_frames(mi, ci, cf, terms_sc, frames)
+    if not inverse_factor(ci, A, active, passive, w, min_force, S, Z, H, reshaped(Y, 0, (m * nv,))):
+        return SINGULAR
+    no_wrench_body, no_wrench_base = np.empty((0, nb, 6)), np.empty((0, 6))
+    rnea_sample(mf, mi, ws, q, v, a, T, no_wrench_body, no_wrench_base, 0, tau_r)
+    for i in range(nv):
+        tau_c[i] = tau_r[i]
+    inverse_solve(A, passive, w, min_force, S, Z, H, tau_c, g, mu, lam)
+    split_forces(ci, lam, frames, up, normal, tangential)
+    rnea_sample(mf, mi, ws, q, zero, zero, T, no_wrench_body, no_wrench_base, 0, tau_g)
+    inverse_solve(A, passive, w, min_force, S, Z, H, tau_g, g, mu, lam_g)
+    if not has_tau:
+        for i in range(nv):
+            acc[i] = np.nan
+        for r in range(m):
+            lam_a[r] = np.nan
+        return OK
+    mass_matrix_sample(mf, mi, ws, q, L)
+    for i in range(nv):  # tau - b with b = rnea(q, v, 0) = tau_r - M a: no third pass
+        acc[i] = tau[i] - tau_r[i] + dot(L[i], a)
+    if not forward_factor(parent, A, L, Y, K):
+        return SINGULAR
+    forward_solve(parent, L, A, Y, K, c, acc, x, lam_a)
+    return OK
+
+
+@jit
+def constrained_terms_one(handle, ci, cf, sc, q, v, a, tau, T, active, passive, w, min_force, has_tau, tol, up, out):
+    """One sample: checks lengths, NaN and the pose, then constrained_terms_sample."""
+    mf, mi = model_arrays(handle)
+    nb, n, nv = sizes(mi)
+    if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, a, tau))) or active.shape[0] != ci[0] \
+            or passive.shape[0] != nv or up.shape[0] != 3 or out.shape[0] != 4 * nv + 3 * ci[1] + 18 * ci[0]:
+        return BAD_INPUT
+    return constrained_terms_sample(mf, mi, workspace(mf, mi), ci, cf, sc, q, v, a, tau, T, active, passive, w,
+                                    min_force, has_tau, tol, up, out)

@@ -69,6 +69,7 @@ def constrained_aba(model: Model, q, v, tau, constraints, *, base_pose=None, f_e
             base_pose=None if pose is None else pose[:, None])  # (B, m, nv): row i = (M^-1 A^T)_i
     K = t.A @ np.swapaxes(Y, -1, -2)
     lam = -solve_psd(K, np.einsum("bij,bj->bi", t.A, a_r) + t.c + baumgarte_terms(t, baumgarte))
+    lam = np.where(pb.rows, lam, 0.0)  # an inactive constraint applies nothing (not rounding)
     a = a_r + np.einsum("bi,bij->bj", lam, Y)
     return pb.restore(a), pb.restore(lam)
 

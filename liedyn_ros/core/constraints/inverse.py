@@ -115,6 +115,7 @@ def constrained_rnea(model: Model, q, v, a, constraints, *, base_pose=None, pass
         wAt = w[:, None] * At
         scale = np.linalg.norm(wAt, ord=2, axis=(-2, -1))
         lam = lam + np.einsum("bij,bj->bi", N, _pinv_solve(wAt @ N, w * t0, scale))
+    lam = np.where(pb.rows, lam, 0.0)  # an inactive constraint applies nothing (not rounding)
     tau = tau_r - np.einsum("bji,bj->bi", A, lam)
     tau[:, p] = 0.0
     return pb.restore(tau), pb.restore(lam)

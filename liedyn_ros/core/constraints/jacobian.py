@@ -176,13 +176,9 @@ def constraint_frames(model: Model, q, constraints, *, base_pose=None, fast: boo
         lead = q.shape[:-1]
         qb = np.ascontiguousarray(q.reshape(-1, q.shape[-1]))
         poses = np.ascontiguousarray(base_pose.reshape(-1, 4, 4))
-        flat = np.empty((qb.shape[0], cs.k, 12))
-        if contact_frames_many(model._fast.handle, fc.ci, fc.cf, fc.scratch, qb, poses, flat) == 0:
-            T = np.zeros(lead + (cs.k, 4, 4))
-            T[..., :3, :3] = flat[..., :9].reshape(lead + (cs.k, 3, 3))
-            T[..., :3, 3] = flat[..., 9:].reshape(lead + (cs.k, 3))
-            T[..., 3, 3] = 1.0
-            return T
+        T = np.empty((qb.shape[0], cs.k, 4, 4))
+        if contact_frames_many(model._fast.handle, fc.ci, fc.cf, fc.scratch, qb, poses, T) == 0:
+            return T.reshape(lead + (cs.k, 4, 4))
     batch = prepare(model, q, base_pose=base_pose)
     zero = np.zeros((batch.q.shape[0], model.nv))
     return batch.restore(_frames(model, batch, zero, cs.body_a, cs.T_a)[0])

@@ -7,7 +7,7 @@ import numpy as np
 
 from .description import ConstraintSet
 
-__all__ = ["ContactCheck", "contact_wrench_checks"]
+__all__ = ["ContactCheck", "contact_forces", "contact_wrench_checks"]
 
 
 @dataclass
@@ -47,3 +47,24 @@ def contact_wrench_checks(constraints: ConstraintSet, lam, friction: float, *, a
         out.append(ContactCheck(constraints.names[k], w, normal, tangential, normal >= -atol,
                                 tangential <= friction * normal + atol))
     return out
+
+
+def contact_forces(constraints: ConstraintSet, lam, frames, up) -> tuple[np.ndarray, np.ndarray]:
+    """(normal, tangential) (..., k): each contact's force f in lam (..., m) against the ground normal up,
+
+        normal = f_w . up,   tangential = |f_w - normal up|,   f_w = R_a f in world axes
+
+    with frames (..., k, 4, 4) the constraint frames' world poses (constraint_frames) and up (3,) a unit
+    vector in world axes. A point foot's frame turns with its shank, so its z is no ground normal (what
+    contact_wrench_checks takes). NaN for loop closures.
+    """
+    lam, frames = np.asarray(lam, dtype=float), np.asarray(frames, dtype=float)
+    normal = np.full(lam.shape[:-1] + (constraints.k,), np.nan)
+    tangential = normal.copy()
+    for j in np.flatnonzero(constraints.is_contact):
+        f = lam[..., constraints.rows[j + 1] - 3:constraints.rows[j + 1]]  # the force: a flat contact's last rows
+        if not constraints.world[j]:
+            f = np.einsum("...ij,...j->...i", frames[..., j, :3, :3], f)
+        normal[..., j] = f @ up
+        tangential[..., j] = np.sqrt(np.maximum((f * f).sum(axis=-1) - normal[..., j] ** 2, 0.0))
+    return normal, tangential

@@ -431,13 +431,25 @@ def cholesky(A, rtol):
 @ijit
 def cho_solve(L, x):
     """x <- (L L^T)^-1 x in place, for the factor L of cholesky."""
-    k = L.shape[0]
-    for r in range(k):  # L z = x
+    lower_solve(L, x)
+    upper_solve(L, x)
+
+
+@ijit
+def lower_solve(L, x):
+    """x <- L^-1 x in place (L lower triangular)."""
+    for r in range(L.shape[0]):
         s = x[r]
         for m in range(r):
             s -= L[r, m] * x[m]
         x[r] = s / L[r, r]
-    for r in range(k - 1, -1, -1):  # L^T y = z
+
+
+@ijit
+def upper_solve(L, x):
+    """x <- L^-T x in place (L lower triangular)."""
+    k = L.shape[0]
+    for r in range(k - 1, -1, -1):
         s = x[r]
         for m in range(r + 1, k):
             s -= L[m, r] * x[m]

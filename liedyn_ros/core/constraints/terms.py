@@ -1,0 +1,179 @@
+"""Every term of a constrained sample at once: what a controller or a replay needs of a robot on contacts."""
+from __future__ import annotations
+
+import weakref
+from typing import NamedTuple
+
+import numpy as np
+from numba import types
+
+from ..checks import prepare
+from ..dynamics import rnea
+from ..fast import OK
+from ..model import Model
+from .description import constraint_set
+from .fast import terms_size
+from .forward import constrained_aba
+from .inverse import SOLUTIONS, _weights, constrained_rnea, passive_mask
+from .jacobian import constraint_frames
+from .wrenches import contact_forces
+
+__all__ = ["ConstrainedTerms", "constrained_terms"]
+
+
+class ConstrainedTerms(NamedTuple):
+    """The terms of :func:`constrained_terms`; shapes for a batch of leading dimensions (...)."""
+
+    tau_r: np.ndarray  # (..., nv) rnea(q, v, a): the unconstrained generalized forces
+    tau: np.ndarray  # (..., nv) constrained_rnea(q, v, a), zero on the passive coordinates
+    lam: np.ndarray  # (..., m) its constraint forces
+    tau_g: np.ndarray  # (..., nv) constrained_rnea(q, 0, 0): holding the robot still
+    lam_g: np.ndarray  # (..., m) its constraint forces
+    a: np.ndarray | None  # (..., nv) constrained_aba(q, v, tau_in); None without tau_in
+    lam_a: np.ndarray | None  # (..., m) its constraint forces
+    frames: np.ndarray  # (..., k, 4, 4) constraint_frames(q): world poses of the constraint frames
+    normal: np.ndarray  # (..., k) each contact's force in lam along the ground normal up (NaN: a loop closure)
+    tangential: np.ndarray  # (..., k) and its size across it: the friction the contact must hold
+
+
+def constrained_terms(model: Model, q, v, a, constraints, *, tau=None, base_pose=None, active=None, passive=None,
+                      solution: str = "min_torque", weights=None, up=None, tol: float = 1e-6,
+                      fast: bool = True) -> ConstrainedTerms:
+    """rnea, constrained_rnea in motion and at rest, constrained_aba and constraint_frames of one state.
+
+        tau_r        = rnea(q, v, a)
+        (tau, lam)   = constrained_rnea(q, v, a)      M a + b = tau + A^T lam, tau_p = 0   (Kim 3.1)
+        (tau_g, lam_g) = constrained_rnea(q, 0, 0)    the torques that hold the robot still
+        (a, lam_a)   = constrained_aba(q, v, tau)     M a + b = tau + A^T lam, A a + c = 0  (Kim 3.2)
+        frames       = constraint_frames(q)
+        normal, tangential = contact_forces(lam, frames, up)
+
+    The arguments are those of constrained_rnea (tau: the generalized forces of the forward dynamics,
+    (..., nv), or None to leave a and lam_a out; up (3,): the ground normal in world axes, a unit vector,
+    by default against the model's gravity). Each result equals that function's; together they share
+    one evaluation of A(q) and c and one factorisation per minimiser, which the compiled path (contacts on
+    a model without mimic joints, a solution other than "unique") exploits: on Solo12 with four feet the
+    whole sample costs about what constrained_aba alone does. Anything else takes the functions one by one,
+    and so raises what they raise.
+    """
+    if solution not in SOLUTIONS:
+        raise ValueError(f"solution: expected one of {SOLUTIONS}, got {solution!r}")
+    cs = constraint_set(model, constraints)
+    up = _up(model, up)
+    if fast and cs._fast is not None and solution != "unique":
+        out = _fast(model, cs, q, v, a, tau, base_pose, active, passive, solution, weights, up, tol)
+        if out is not None:
+            return out
+    common = dict(base_pose=base_pose, active=active, fast=fast)
+    tau_c, lam = constrained_rnea(model, q, v, a, cs, passive=passive, solution=solution, weights=weights, tol=tol,
+                                  **common)
+    rest = np.zeros(np.shape(v))
+    tau_g, lam_g = constrained_rnea(model, q, rest, rest, cs, passive=passive, solution=solution, weights=weights,
+                                    **common)
+    acc = lam_a = None
+    if tau is not None:
+        acc, lam_a = constrained_aba(model, q, v, tau, cs, tol=tol, **common)
+    frames = constraint_frames(model, q, cs, base_pose=base_pose, fast=fast)
+    normal, tangential = contact_forces(cs, lam, frames, up)
+    return ConstrainedTerms(rnea(model, q, v, a, base_pose=base_pose), tau_c, lam, tau_g, lam_g, acc, lam_a, frames,
+                            normal, tangential)
+
+
+_UP: "weakref.WeakKeyDictionary[Model, np.ndarray]" = weakref.WeakKeyDictionary()
+
+
+def _up(model: Model, up) -> np.ndarray:
+    """The ground normal: a unit (3,) vector, by default -g / |g| (world z without gravity), made once per model."""
+    if up is None:
+        out = _UP.get(model)
+        if out is None:
+            g = np.asarray(model.gravity, dtype=float)
+            norm = float(np.linalg.norm(g))
+            out = _UP[model] = -g / norm if norm > 0 else np.array([0.0, 0.0, 1.0])
+        return out
+    out = np.ascontiguousarray(up, dtype=float)
+    if out.shape != (3,) or not abs(sum(x * x for x in out.tolist()) - 1.0) < 1e-9:
+        raise ValueError(f"up: expected a unit vector (3,) in world axes, got {up!r}")
+    return out
+
+
+_ndarray = np.ndarray
+_one = None
+
+
+def _one_kernel():
+    """The single-sample kernel, compiled for its one signature on first use (see fast.entry)."""
+    global _one
+    if _one is None:
+        from .fast import constrained_terms_one
+
+        vec, mat, flags = types.float64[::1], types.float64[:, ::1], types.boolean[::1]
+        constrained_terms_one.compile(types.int64(types.int64, types.int64[::1], mat, vec, vec, vec, vec, vec, mat,
+                                                  flags, flags, vec, types.boolean, types.boolean, types.float64, vec,
+                                                  vec))
+        constrained_terms_one.disable_compile()
+        _one = constrained_terms_one
+    return _one
+
+
+def _split(out: np.ndarray, nv: int, m: int, k: int, has_tau: bool) -> ConstrainedTerms:
+    """The terms as views of the kernel's output (..., terms_size) (slices: np.split costs ten times more)."""
+    i = 3 * nv + 2 * m
+    j = i + nv + m + 16 * k
+    acc, lam_a = (out[..., i:i + nv], out[..., i + nv:i + nv + m]) if has_tau else (None, None)
+    return ConstrainedTerms(out[..., :nv], out[..., nv:2 * nv], out[..., 2 * nv:2 * nv + m],
+                            out[..., 2 * nv + m:3 * nv + m], out[..., 3 * nv + m:i], acc, lam_a,
+                            out[..., i + nv + m:j].reshape(out.shape[:-1] + (k, 4, 4)), out[..., j:j + k],
+                            out[..., j + k:])
+
+
+def _fast(model: Model, cs, q, v, a, tau, base_pose, active, passive, solution, weights, up, tol):
+    """The compiled path: the terms, or None to let the functions one by one answer (or raise)."""
+    fm, fc = model._fast, cs._fast
+    p = fc.base_passive if passive is None else passive_mask(model, passive)
+    min_force = solution == "min_force"
+    w = fc.ones if weights is None else _weights(solution, weights, cs.m if min_force else int((~p).sum()))
+    try:
+        tol = float(tol)
+    except (TypeError, ValueError):
+        return None
+    has_tau = tau is not None
+    T = fm.identity if base_pose is None else base_pose
+    size = terms_size(fm.nv, cs.m, cs.k)
+    if (type(q) is _ndarray and type(v) is _ndarray and type(a) is _ndarray and type(T) is _ndarray
+            and (tau is None or type(tau) is _ndarray) and q.ndim == 1 and (base_pose is None) is fm.fixed
+            and (active is None or (type(active) is _ndarray and active.ndim == 1))):
+        out = np.empty(size)
+        try:
+            status = _one_kernel()(fm.handle, fc.ci, fc.cf, fc.scratch, q, v, a, tau if has_tau else a, T,
+                                   fc.all_active if active is None else active, p, w, min_force, has_tau, tol, up, out)
+        except TypeError:  # not float64 vectors, a bool mask: the general path
+            return None
+        return _split(out, fm.nv, cs.m, cs.k, has_tau) if status == OK else None
+    # A batch: the single-sample kernel per sample (microseconds each, against a millisecond in numpy).
+    vectors = {"v": v, "a": a} if tau is None else {"v": v, "a": a, "tau": tau}
+    batch = prepare(model, q, vectors, base_pose=base_pose)
+    B = batch.q.shape[0]
+    if active is None:
+        act = fc.all_active[None]
+    else:
+        mask = np.asarray(active)
+        if mask.dtype != bool or mask.ndim == 0 or mask.shape[-1] != cs.k:
+            return None
+        try:
+            act = np.ascontiguousarray(np.broadcast_to(mask, batch.shape + (cs.k,)).reshape(B, cs.k))
+        except ValueError:
+            return None
+    out = np.empty((B, size))
+    kernel, poses = _one_kernel(), batch.base_pose
+    vb, ab = batch.vectors[:2]
+    taub = batch.vectors[2] if has_tau else ab
+    try:
+        for b in range(B):
+            if kernel(fm.handle, fc.ci, fc.cf, fc.scratch, batch.q[b], vb[b], ab[b], taub[b],
+                      poses[b if len(poses) > 1 else 0], act[b if len(act) > 1 else 0], p, w, min_force, has_tau,
+                      tol, up, out[b]) != OK:
+                return None
+    except TypeError:  # a read-only mask or pose: the functions one by one
+        return None
+    return _split(batch.restore(out), fm.nv, cs.m, cs.k, has_tau)
