@@ -210,7 +210,7 @@ def _one_contact_sample(model: Any, contacts: Contacts, q: FloatArray, v: FloatA
     tau_in = None if effort is None else np.concatenate((np.zeros(nb), effort)) if nb else effort
     try:
         t = core.constrained_terms(model, q, v, a, contacts.on(model), tau=tau_in, base_pose=base_pose,
-                                   active=active, solution=solution, up=contacts.up, tol=np.inf)
+                                   active=active, solution=solution, tol=np.inf)  # up: contacts.up, the default
     except ValueError:
         return None
     tau_ff, tau_free = t.tau[nb:], t.tau_r[nb:]

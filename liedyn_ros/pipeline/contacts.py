@@ -204,8 +204,7 @@ def kinematic_contacts(contacts: Contacts, T_wc: FloatArray, point_velocity: Flo
 def contact_wrenches(contacts: Contacts, lam: FloatArray) -> FloatArray:
     """lam (..., m) stacked per contact -> (..., k, 6) wrenches (m, f) at the contact points in
     link axes (a point contact's moment is zero)."""
-    lam = np.asarray(lam)
-    return (lam @ contacts.spread.T).reshape(lam.shape[:-1] + (contacts.k, 6))
+    return (lam @ contacts.spread.T).reshape(np.shape(lam)[:-1] + (contacts.k, 6))
 
 
 def stacked_forces(contacts: Contacts, wrench: FloatArray) -> FloatArray:
@@ -217,9 +216,8 @@ def stacked_forces(contacts: Contacts, wrench: FloatArray) -> FloatArray:
 def wrench_at_link(contacts: Contacts, wrench: FloatArray) -> FloatArray:
     """(..., k, 6) wrenches at the contact points -> the same wrenches about the link origins
     (m + p x f, f), for messages whose frame is the contact link."""
-    wrench = np.asarray(wrench, dtype=np.float64)
-    flat = wrench.reshape(wrench.shape[:-2] + (6 * contacts.k,))
-    return (flat @ contacts.to_link.T).reshape(wrench.shape)
+    shape = np.shape(wrench)
+    return (np.reshape(wrench, shape[:-2] + (6 * contacts.k,)) @ contacts.to_link.T).reshape(shape)
 
 
 class ContactChecks(NamedTuple):

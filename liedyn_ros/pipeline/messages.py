@@ -160,10 +160,10 @@ class OutputMessageFactory:
         if cfg.publish_unconstrained and res.tau_free is not None:  # contacts or loops
             msgs[TOPIC_UNCONSTRAINED_FEEDFORWARD] = self.torque_state(header, res.tau_free)
         if self._contacts is not None and res.contact_active is not None and res.contact_wrench is not None:
-            wrench = wrench_at_link(self._contacts, res.contact_wrench).tolist()
+            wrench = wrench_at_link(self._contacts, res.contact_wrench).reshape(-1).tolist()
             for i, on in enumerate(res.contact_active.tolist()):
                 if on:
-                    msgs[self._contact_topics[i]] = self.contact_wrench(i, header.stamp, wrench[i])
+                    msgs[self._contact_topics[i]] = self.contact_wrench(i, header.stamp, wrench[6 * i:6 * i + 6])
         return msgs
 
     def header(self, stamp_ns: int, frame_id: str) -> Any:

@@ -24,7 +24,8 @@ from ..fast.kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, b
     joint_transforms, model_arrays, parent_row, pose_of, reshaped, screw, sizes, vectors_valid, workspace
 from ..fast.layout import COORD, MULT
 from ..fast.rnea import rnea_sample
-from ..fast.spatial import bjit, cho_solve, cholesky, ijit, jit, lower_solve, twist_to_child, upper_solve
+from ..fast.spatial import bjit, cho_solve, cholesky, gravity_in_base, ijit, jit, lower_solve, twist_to_child, \
+    upper_solve
 from ..model import Model
 
 __all__ = ["FastConstraints", "constrained_aba_one", "constrained_rnea_one", "constrained_terms_one",
@@ -671,7 +672,15 @@ def constrained_terms_sample(mf, mi, ws, ci, cf, sc, q, v, a, tau, T, active, pa
         tau_c[i] = tau_r[i]
     inverse_solve(A, passive, w, min_force, S, Z, H, tau_c, g, mu, lam)
     split_forces(ci, lam, frames, up, normal, tangential)
-    rnea_sample(mf, mi, ws, q, zero, zero, T, no_wrench_body, no_wrench_base, 0, tau_g)
+    floating = nv > n
+    if floating or has_tau:
+        mass_matrix_sample(mf, mi, ws, q, L)
+    if floating:  # rnea(q, 0, 0) = M (0, -R^T g; 0): gravity as the base's upward acceleration, no pass
+        gravity_in_base(mf, nb, T, x)
+        for i in range(nv):
+            tau_g[i] = dot(L[i, :6], x[:6])
+    else:
+        rnea_sample(mf, mi, ws, q, zero, zero, T, no_wrench_body, no_wrench_base, 0, tau_g)
     inverse_solve(A, passive, w, min_force, S, Z, H, tau_g, g, mu, lam_g)
     if not has_tau:
         for i in range(nv):
@@ -679,7 +688,6 @@ def constrained_terms_sample(mf, mi, ws, ci, cf, sc, q, v, a, tau, T, active, pa
         for r in range(m):
             lam_a[r] = np.nan
         return OK
-    mass_matrix_sample(mf, mi, ws, q, L)
     for i in range(nv):  # tau - b with b = rnea(q, v, 0) = tau_r - M a: no third pass
         acc[i] = tau[i] - tau_r[i] + dot(L[i], a)
     if not forward_factor(parent, A, L, Y, K):
