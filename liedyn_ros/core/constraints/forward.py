@@ -11,7 +11,7 @@ from ..dynamics import aba
 from ..fast import OK
 from ..model import Model
 from .description import constraint_set
-from .state import setup, solve_psd
+from .state import batch_mask, setup, solve_psd
 
 __all__ = ["constrained_aba", "unforced"]
 
@@ -134,16 +134,9 @@ def _fast(model: Model, cs, q, v, tau, base_pose, active, baumgarte, tol):
     # of the largest kernel for a loop that costs a few microseconds per sample here).
     batch = prepare(model, q, {"v": v, "tau": tau}, base_pose=base_pose)
     B = batch.q.shape[0]
-    if active is None:
-        act = fc.all_active[None]
-    else:
-        mask = np.asarray(active)
-        if mask.dtype != bool or mask.ndim == 0 or mask.shape[-1] != cs.k:
-            return None
-        try:
-            act = np.ascontiguousarray(np.broadcast_to(mask, batch.shape + (cs.k,)).reshape(B, cs.k))
-        except ValueError:
-            return None
+    act = batch_mask(cs, batch, active)
+    if act is None:
+        return None
     a, lam = np.empty((B, fm.nv)), np.empty((B, cs.m))
     kernel, poses = _one_kernel(), batch.base_pose
     vb, taub = batch.vectors

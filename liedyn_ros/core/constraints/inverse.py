@@ -5,11 +5,12 @@ import numpy as np
 
 from numba import types
 
+from ..checks import prepare
 from ..dynamics import rnea
 from ..fast import OK
 from ..model import Model
 from .description import constraint_set
-from .state import RANK_RTOL, setup
+from .state import RANK_RTOL, batch_mask, setup
 
 __all__ = ["constrained_rnea", "passive_mask"]
 
@@ -150,20 +151,51 @@ def _one_kernel():
     return _one
 
 
-def _fast(model: Model, cs, q, v, a, base_pose, passive, solution, weights, active, tol):
-    """The compiled path for one sample of contacts: (tau, lam), or None for the reference."""
-    fm, fc = model._fast, cs._fast
-    T = fm.identity if base_pose is None else base_pose
-    if not (type(q) is _ndarray and type(v) is _ndarray and type(a) is _ndarray and type(T) is _ndarray
-            and q.ndim == 1 and (base_pose is None) is fm.fixed and (active is None or type(active) is _ndarray)):
-        return None
+def kernel_arguments(model: Model, cs, passive, solution: str, weights, tol):
+    """(passive mask, weights, min_force, tol) as the compiled minimisers take them; None for a tol that is
+    no number (the readable path words the error)."""
+    fc = cs._fast
     p = fc.base_passive if passive is None else passive_mask(model, passive)
     min_force = solution == "min_force"
     w = fc.ones if weights is None else _weights(solution, weights, cs.m if min_force else int((~p).sum()))
-    tau, lam = np.empty(fm.nv), np.empty(cs.m)
     try:
-        status = _one_kernel()(fm.handle, fc.ci, fc.cf, fc.scratch, q, v, a, T,
-                               fc.all_active if active is None else active, p, w, min_force, float(tol), tau, lam)
-    except (TypeError, ValueError):  # not float64 vectors or a boolean mask: the general path
+        return p, w, min_force, float(tol)
+    except (TypeError, ValueError):
         return None
-    return (tau, lam) if status == OK else None
+
+
+def _fast(model: Model, cs, q, v, a, base_pose, passive, solution, weights, active, tol):
+    """The compiled path for contacts: (tau, lam), or None for the reference."""
+    fm, fc = model._fast, cs._fast
+    T = fm.identity if base_pose is None else base_pose
+    args = kernel_arguments(model, cs, passive, solution, weights, tol)
+    if args is None:
+        return None
+    p, w, min_force, tol = args
+    if (type(q) is _ndarray and type(v) is _ndarray and type(a) is _ndarray and type(T) is _ndarray
+            and q.ndim == 1 and (base_pose is None) is fm.fixed
+            and (active is None or (type(active) is _ndarray and active.ndim == 1))):
+        tau, lam = np.empty(fm.nv), np.empty(cs.m)
+        try:
+            status = _one_kernel()(fm.handle, fc.ci, fc.cf, fc.scratch, q, v, a, T,
+                                   fc.all_active if active is None else active, p, w, min_force, tol, tau, lam)
+        except (TypeError, ValueError):  # not float64 vectors or a boolean mask: the general path
+            return None
+        return (tau, lam) if status == OK else None
+    # A batch (the replay's blocks): the single-sample kernel per sample, as constrained_aba does.
+    batch = prepare(model, q, {"v": v, "a": a}, base_pose=base_pose)
+    B = batch.q.shape[0]
+    act = batch_mask(cs, batch, active)
+    if act is None:
+        return None
+    tau, lam = np.empty((B, fm.nv)), np.empty((B, cs.m))
+    kernel, poses = _one_kernel(), batch.base_pose
+    vb, ab = batch.vectors
+    try:
+        for b in range(B):
+            if kernel(fm.handle, fc.ci, fc.cf, fc.scratch, batch.q[b], vb[b], ab[b], poses[b if len(poses) > 1 else 0],
+                      act[b if len(act) > 1 else 0], p, w, min_force, tol, tau[b], lam[b]) != OK:
+                return None
+    except TypeError:  # a read-only mask or pose: the reference
+        return None
+    return batch.restore(tau), batch.restore(lam)

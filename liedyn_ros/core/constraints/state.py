@@ -82,3 +82,17 @@ def compiled_terms(cs: ConstraintSet, batch: Batch, rows: np.ndarray) -> Constra
 def solve_psd(K: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """The least-norm solution of K x = rhs for symmetric positive semi-definite K (B, m, m)."""
     return np.einsum("bij,bj->bi", np.linalg.pinv(K, rcond=RANK_RTOL, hermitian=True), rhs)
+
+
+def batch_mask(cs: ConstraintSet, batch: Batch, active) -> np.ndarray | None:
+    """active as a C-contiguous (B or 1, k) boolean mask for the compiled per-sample loops; None when it
+    is no boolean mask of k flags per sample (the readable path then words the error)."""
+    if active is None:
+        return cs._fast.all_active[None]
+    mask = np.asarray(active)
+    if mask.dtype != bool or mask.ndim == 0 or mask.shape[-1] != cs.k:
+        return None
+    try:
+        return np.ascontiguousarray(np.broadcast_to(mask, batch.shape + (cs.k,)).reshape(batch.q.shape[0], cs.k))
+    except ValueError:
+        return None

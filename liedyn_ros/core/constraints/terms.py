@@ -14,8 +14,9 @@ from ..model import Model
 from .description import constraint_set
 from .fast import terms_size
 from .forward import constrained_aba
-from .inverse import SOLUTIONS, _weights, constrained_rnea, passive_mask
+from .inverse import SOLUTIONS, constrained_rnea, kernel_arguments
 from .jacobian import constraint_frames
+from .state import batch_mask
 from .wrenches import contact_forces
 
 __all__ = ["ConstrainedTerms", "constrained_terms"]
@@ -64,15 +65,14 @@ def constrained_terms(model: Model, q, v, a, constraints, *, tau=None, base_pose
         out = _fast(model, cs, q, v, a, tau, base_pose, active, passive, solution, weights, up, tol)
         if out is not None:
             return out
-    common = dict(base_pose=base_pose, active=active, fast=fast)
-    tau_c, lam = constrained_rnea(model, q, v, a, cs, passive=passive, solution=solution, weights=weights, tol=tol,
-                                  **common)
+    common = dict(base_pose=base_pose, active=active, tol=tol, fast=fast)
+    tau_c, lam = constrained_rnea(model, q, v, a, cs, passive=passive, solution=solution, weights=weights, **common)
     rest = np.zeros(np.shape(v))
     tau_g, lam_g = constrained_rnea(model, q, rest, rest, cs, passive=passive, solution=solution, weights=weights,
                                     **common)
     acc = lam_a = None
     if tau is not None:
-        acc, lam_a = constrained_aba(model, q, v, tau, cs, tol=tol, **common)
+        acc, lam_a = constrained_aba(model, q, v, tau, cs, **common)
     frames = constraint_frames(model, q, cs, base_pose=base_pose, fast=fast)
     normal, tangential = contact_forces(cs, lam, frames, up)
     return ConstrainedTerms(rnea(model, q, v, a, base_pose=base_pose), tau_c, lam, tau_g, lam_g, acc, lam_a, frames,
@@ -130,13 +130,10 @@ def _split(out: np.ndarray, nv: int, m: int, k: int, has_tau: bool) -> Constrain
 def _fast(model: Model, cs, q, v, a, tau, base_pose, active, passive, solution, weights, up, tol):
     """The compiled path: the terms, or None to let the functions one by one answer (or raise)."""
     fm, fc = model._fast, cs._fast
-    p = fc.base_passive if passive is None else passive_mask(model, passive)
-    min_force = solution == "min_force"
-    w = fc.ones if weights is None else _weights(solution, weights, cs.m if min_force else int((~p).sum()))
-    try:
-        tol = float(tol)
-    except (TypeError, ValueError):
+    args = kernel_arguments(model, cs, passive, solution, weights, tol)
+    if args is None:
         return None
+    p, w, min_force, tol = args
     has_tau = tau is not None
     T = fm.identity if base_pose is None else base_pose
     size = terms_size(fm.nv, cs.m, cs.k)
@@ -154,16 +151,9 @@ def _fast(model: Model, cs, q, v, a, tau, base_pose, active, passive, solution, 
     vectors = {"v": v, "a": a} if tau is None else {"v": v, "a": a, "tau": tau}
     batch = prepare(model, q, vectors, base_pose=base_pose)
     B = batch.q.shape[0]
-    if active is None:
-        act = fc.all_active[None]
-    else:
-        mask = np.asarray(active)
-        if mask.dtype != bool or mask.ndim == 0 or mask.shape[-1] != cs.k:
-            return None
-        try:
-            act = np.ascontiguousarray(np.broadcast_to(mask, batch.shape + (cs.k,)).reshape(B, cs.k))
-        except ValueError:
-            return None
+    act = batch_mask(cs, batch, active)
+    if act is None:
+        return None
     out = np.empty((B, size))
     kernel, poses = _one_kernel(), batch.base_pose
     vb, ab = batch.vectors[:2]
