@@ -122,3 +122,30 @@ def test_loop_closures_take_the_functions_and_bad_input_is_refused() -> None:
         core.constrained_terms(m, q, v, v, constraints, base_pose=T, solution="least")
     with pytest.raises(ValueError, match="violates"):
         core.constrained_terms(m, q, rng.normal(size=m.nv), v, constraints, base_pose=T)
+
+
+def test_terms_kernel_writes_the_terms_or_declines() -> None:
+    """TermsKernel: the same terms as constrained_terms in its layout, or False where the compiled path
+    cannot answer (then constrained_terms answers)."""
+    rng = np.random.default_rng(24)
+    t, constraints = _cases(rng)["solo12 four feet"]
+    m = t.model
+    q, T = rng.uniform(-1.0, 1.0, m.n), random_pose(rng)
+    v, a = rng.normal(size=m.nv), rng.normal(size=m.nv)
+    tau = np.concatenate([np.zeros(6), rng.normal(size=m.n)])
+    active = np.array([True, False, True, True])
+    kernel = core.TermsKernel(m, constraints, solution="min_force", tol=np.inf)
+    out = np.empty(kernel.size)
+    assert kernel(q, v, a, tau, T, active, out)
+    want = core.constrained_terms(m, q, v, a, constraints, tau=tau, base_pose=T, active=active,
+                                  solution="min_force", tol=np.inf, fast=False)
+    for name, s in zip(kernel.layout._fields, kernel.layout):
+        assert_close(out[s], np.ravel(getattr(want, name)), 1e-8, f"kernel: {name}")
+    assert kernel(q, v, a, None, T, active, out) and np.isnan(out[kernel.layout.a]).all()
+    assert not kernel(q, v, a, tau, None, active, out)  # a floating base needs its pose
+    assert not kernel(q[None], v, a, tau, T, active, out)  # a batch: constrained_terms
+    assert not kernel(q, v, a, tau, T, [True, False, True, True], out)  # a list: constrained_terms
+    loops = core.TermsKernel(m, constraints + [core.LoopClosure("FL_FOOT", "HR_FOOT", "point")], tol=np.inf)
+    assert not loops(q, v, a, tau, T, None, np.empty(loops.size))
+    strict = core.TermsKernel(m, constraints)  # tol 1e-6: this v is off the contacts
+    assert not strict(q, v, a, tau, T, active, out)

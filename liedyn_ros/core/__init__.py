@@ -37,6 +37,7 @@ from .base import (
 from .collisions import Collision, collision_events, exceeds
 from .constraints import (
     ConstrainedTerms,
+    TermsKernel,
     ConstraintSet,
     Contact,
     LoopClosure,
@@ -94,6 +95,7 @@ __all__ = [
     "constrained_hybrid",
     "constrained_terms",
     "ConstrainedTerms",
+    "TermsKernel",
     "contact_forces",
     "contact_wrench_checks",
     "regressor",

@@ -204,25 +204,27 @@ def compute_contact_outputs(
 def _one_contact_sample(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray, a: FloatArray,
                         effort: FloatArray | None, base_pose: FloatArray | None, active: NDArray[np.bool_],
                         solution: str, friction: Any) -> DynamicsOutputs | None:
-    """One sample in contact by core.constrained_terms: every term on one evaluation of the contacts
-    (the node's case). None where no contact force balances the base: the general path then answers."""
-    nb = model.nv - model.n
-    tau_in = None if effort is None else np.concatenate((np.zeros(nb), effort)) if nb else effort
-    try:
-        t = core.constrained_terms(model, q, v, a, contacts.on(model), tau=tau_in, base_pose=base_pose,
-                                   active=active, solution=solution, tol=np.inf)  # up: contacts.up, the default
-    except ValueError:
+    """One sample in contact by the compiled core.TermsKernel: every term on one evaluation of the
+    contacts (the node's case). None where it cannot answer (no contact force balances the base):
+    the general path then does."""
+    path = contacts.path(model, solution)
+    out = np.empty(path.kernel.size)
+    tau_in = None
+    if effort is not None:
+        tau_in = path.tau
+        tau_in[path.joints] = effort
+    if not path.kernel(q, v, a, tau_in, base_pose, active, out):
         return None
-    tau_ff, tau_free = t.tau[nb:], t.tau_r[nb:]
+    tau_ff, tau_free = out[path.tau_ff], out[path.tau_free]
     if friction is not None:  # compensated on the contact-consistent torques too
-        extra = core.friction_torque(friction, v[nb:])
+        extra = core.friction_torque(friction, v[path.joints])
         tau_ff, tau_free = tau_ff + extra, tau_free + extra
-    wrench = contact_wrenches(contacts, t.lam)
-    pulling, slipping = check_forces(contacts, t.normal, t.tangential, active)
-    acc = t.a
+    wrench = contact_wrenches(contacts, out[path.lam])
+    pulling, slipping = check_forces(contacts, out[path.normal], out[path.tangential], active)
+    base = path.base_wrench
     return DynamicsOutputs(
-        tau_ff, t.tau_g[nb:], None if acc is None else acc[nb:], t.tau_r[:nb] if nb else None,
-        None if acc is None or not nb else acc[:nb], active, wrench, tau_free,
+        tau_ff, out[path.tau_g], None if effort is None else out[path.qdd], None if base is None else out[base],
+        None if effort is None or path.base_acc is None else out[path.base_acc], active, wrench, tau_free,
         ContactChecks(pulling, slipping, _BALANCED))
 
 

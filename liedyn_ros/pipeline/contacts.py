@@ -24,6 +24,26 @@ from liedyn_ros.pipeline.decode import as_float_array, stamp_to_ns
 BoolArray = NDArray[np.bool_]
 
 
+class ContactPath(NamedTuple):
+    """A model's compiled path of one contact sample: the kernel (core.TermsKernel), its tau input
+    (zero on the base, the efforts written into ``joints`` per sample) and the slices of its output
+    that make the outputs: joint parts of tau, tau_r, tau_g and a; base parts (None on a fixed
+    base) of tau_r and a; lam, normal and tangential."""
+
+    kernel: Any
+    tau: FloatArray
+    joints: slice
+    tau_ff: slice
+    tau_free: slice
+    tau_g: slice
+    qdd: slice
+    base_wrench: slice | None
+    base_acc: slice | None
+    lam: slice
+    normal: slice
+    tangential: slice
+
+
 @dataclass(frozen=True, eq=False)
 class Contacts:
     """The configured contacts of one model, checked against it once.
@@ -48,6 +68,7 @@ class Contacts:
     to_link: FloatArray
     soles: FloatArray | None = None
     _sets: weakref.WeakKeyDictionary[Any, Any] = field(default_factory=weakref.WeakKeyDictionary, repr=False)
+    _paths: dict[tuple[Any, str], ContactPath] = field(default_factory=dict, repr=False)
 
     @property
     def k(self) -> int:
@@ -60,6 +81,22 @@ class Contacts:
         out = np.zeros(self.k, dtype=bool)
         out.flags.writeable = False
         return out
+
+    def path(self, model: Any, solution: str) -> ContactPath:
+        """The compiled single-sample path of ``model`` (core.TermsKernel, no state check), made once."""
+        key = (model, solution)
+        path = self._paths.get(key)
+        if path is None:
+            kernel = core.TermsKernel(model, self.on(model), solution=solution, tol=np.inf)
+            nb, L = model.nv - model.n, kernel.layout
+            def joints(s: slice) -> slice:
+                return slice(s.start + nb, s.stop)
+            def base(s: slice) -> slice | None:
+                return slice(s.start, s.start + nb) if nb else None
+            path = self._paths[key] = ContactPath(
+                kernel, np.zeros(model.nv), slice(nb, model.nv), joints(L.tau), joints(L.tau_r), joints(L.tau_g),
+                joints(L.a), base(L.tau_r), base(L.a), L.lam, L.normal, L.tangential)
+        return path
 
     def on(self, model: Any) -> Any:
         """The contacts as a core.ConstraintSet of ``model`` (the dynamics model may change, with a

@@ -11,7 +11,7 @@ from .forward import constrained_aba
 from .hybrid import constrained_hybrid
 from .inverse import constrained_rnea
 from .jacobian import constraint_bias, constraint_frames, constraint_jacobian
-from .terms import ConstrainedTerms, constrained_terms
+from .terms import ConstrainedTerms, TermsKernel, TermsLayout, constrained_terms
 from .wrenches import ContactCheck, contact_forces, contact_wrench_checks
 
 __all__ = [
@@ -26,6 +26,8 @@ __all__ = [
     "constrained_rnea",
     "constrained_hybrid",
     "ConstrainedTerms",
+    "TermsKernel",
+    "TermsLayout",
     "constrained_terms",
     "ContactCheck",
     "contact_forces",

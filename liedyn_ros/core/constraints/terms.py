@@ -19,7 +19,7 @@ from .jacobian import constraint_frames
 from .state import batch_mask
 from .wrenches import contact_forces
 
-__all__ = ["ConstrainedTerms", "constrained_terms"]
+__all__ = ["ConstrainedTerms", "TermsKernel", "TermsLayout", "constrained_terms", "terms_layout"]
 
 
 class ConstrainedTerms(NamedTuple):
@@ -116,15 +116,69 @@ def _one_kernel():
     return _one
 
 
-def _split(out: np.ndarray, nv: int, m: int, k: int, has_tau: bool) -> ConstrainedTerms:
+class TermsLayout(NamedTuple):
+    """Where each term of ConstrainedTerms sits in TermsKernel's output vector (frames: k 4x4 row-major)."""
+
+    tau_r: slice
+    tau: slice
+    lam: slice
+    tau_g: slice
+    lam_g: slice
+    a: slice
+    lam_a: slice
+    frames: slice
+    normal: slice
+    tangential: slice
+
+
+def terms_layout(nv: int, m: int, k: int) -> TermsLayout:
+    sizes = (nv, nv, m, nv, m, nv, m, 16 * k, k, k)
+    ends = np.cumsum(sizes).tolist()
+    return TermsLayout(*(slice(end - size, end) for size, end in zip(sizes, ends)))
+
+
+class TermsKernel:
+    """constrained_terms of single samples with its arguments checked once, for a loop that calls it at
+    every sample (a node): ``kernel(q, v, a, tau, base_pose, active, out)`` writes the terms into ``out``, a
+    float64 vector of ``kernel.size`` laid out as ``kernel.layout``, and returns True. False means the
+    compiled path cannot answer (not float64 vectors, loop closures, a singular minimiser, a state off the
+    constraints): constrained_terms with the same arguments then gives the terms or words the error.
+    tau None leaves a and lam_a NaN. The arguments of the constructor are constrained_terms'.
+    """
+
+    def __init__(self, model: Model, constraints, *, passive=None, solution: str = "min_torque", weights=None,
+                 up=None, tol: float = 1e-6) -> None:
+        if solution not in SOLUTIONS:
+            raise ValueError(f"solution: expected one of {SOLUTIONS}, got {solution!r}")
+        self.model = model
+        self.constraints = cs = constraint_set(model, constraints)
+        self.up = _up(model, up)
+        self.layout = terms_layout(model.nv, cs.m, cs.k)
+        self.size = terms_size(model.nv, cs.m, cs.k)
+        self._args = None
+        if cs._fast is not None and solution != "unique":
+            self._args = kernel_arguments(model, cs, passive, solution, weights, tol)
+
+    def __call__(self, q, v, a, tau, base_pose, active, out) -> bool:
+        args, fm = self._args, self.model._fast
+        if args is None or (base_pose is None) is not fm.fixed:
+            return False
+        fc = self.constraints._fast
+        p, w, min_force, tol = args
+        try:
+            return _one_kernel()(fm.handle, fc.ci, fc.cf, fc.scratch, q, v, a, a if tau is None else tau,
+                                 fm.identity if base_pose is None else base_pose,
+                                 fc.all_active if active is None else active, p, w, min_force, tau is not None, tol,
+                                 self.up, out) == OK
+        except TypeError:  # not float64 vectors, a bool mask, a batch: constrained_terms
+            return False
+
+
+def _split(out: np.ndarray, layout: TermsLayout, has_tau: bool) -> ConstrainedTerms:
     """The terms as views of the kernel's output (..., terms_size) (slices: np.split costs ten times more)."""
-    i = 3 * nv + 2 * m
-    j = i + nv + m + 16 * k
-    acc, lam_a = (out[..., i:i + nv], out[..., i + nv:i + nv + m]) if has_tau else (None, None)
-    return ConstrainedTerms(out[..., :nv], out[..., nv:2 * nv], out[..., 2 * nv:2 * nv + m],
-                            out[..., 2 * nv + m:3 * nv + m], out[..., 3 * nv + m:i], acc, lam_a,
-                            out[..., i + nv + m:j].reshape(out.shape[:-1] + (k, 4, 4)), out[..., j:j + k],
-                            out[..., j + k:])
+    terms = ConstrainedTerms(*(out[..., s] for s in layout))
+    frames = terms.frames.reshape(out.shape[:-1] + (-1, 4, 4))
+    return terms._replace(frames=frames) if has_tau else terms._replace(frames=frames, a=None, lam_a=None)
 
 
 def _fast(model: Model, cs, q, v, a, tau, base_pose, active, passive, solution, weights, up, tol):
@@ -146,7 +200,7 @@ def _fast(model: Model, cs, q, v, a, tau, base_pose, active, passive, solution, 
                                    fc.all_active if active is None else active, p, w, min_force, has_tau, tol, up, out)
         except TypeError:  # not float64 vectors, a bool mask: the general path
             return None
-        return _split(out, fm.nv, cs.m, cs.k, has_tau) if status == OK else None
+        return _split(out, terms_layout(fm.nv, cs.m, cs.k), has_tau) if status == OK else None
     # A batch: the single-sample kernel per sample (microseconds each, against a millisecond in numpy).
     vectors = {"v": v, "a": a} if tau is None else {"v": v, "a": a, "tau": tau}
     batch = prepare(model, q, vectors, base_pose=base_pose)
@@ -166,4 +220,4 @@ def _fast(model: Model, cs, q, v, a, tau, base_pose, active, passive, solution, 
                 return None
     except TypeError:  # a read-only mask or pose: the functions one by one
         return None
-    return _split(batch.restore(out), fm.nv, cs.m, cs.k, has_tau)
+    return _split(batch.restore(out), terms_layout(fm.nv, cs.m, cs.k), has_tau)
