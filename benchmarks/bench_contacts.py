@@ -57,9 +57,11 @@ def main() -> None:
     print(f"{'case':<18} {'median us':>10} {'p99 us':>10} {'median ratio':>13} {'p99 ratio':>10}")
     for name, t in results.items():
         print(f"{name:<18} {np.median(t) * 1e6:10.1f} {np.percentile(t, 99) * 1e6:10.1f} "
-              f"{np.median(t) / np.median(ref):13.1f} {np.percentile(t, 99) / np.percentile(ref, 99):10.1f}")
-    ratio = np.median(results["4 point contacts"]) / np.median(ref)
-    print(f"target: 4 contacts within 1.5x of no contacts: {'OK' if ratio <= 1.5 else 'MISSED'} ({ratio:.1f}x)")
+              f"{np.median(t) / np.median(ref):13.2f} {np.percentile(t, 99) / np.percentile(ref, 99):10.2f}")
+    t = results["4 point contacts"]
+    ratios = np.median(t) / np.median(ref), np.percentile(t, 99) / np.percentile(ref, 99)
+    print(f"target: 4 contacts within 1.5x of no contacts, median and p99: "
+          f"{'OK' if max(ratios) <= 1.5 else 'MISSED'} ({ratios[0]:.2f}x, {ratios[1]:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -49,7 +49,9 @@ from .constraints import (
     constraint_frames,
     constraint_jacobian,
     constraint_set,
+    constraint_wrenches,
     contact_forces,
+    wrench_spread,
     contact_wrench_checks,
 )
 from .dynamics import aba, coriolis_matrix, gravity, hybrid, mass_matrix, rnea
@@ -96,7 +98,9 @@ __all__ = [
     "constrained_terms",
     "ConstrainedTerms",
     "TermsKernel",
+    "constraint_wrenches",
     "contact_forces",
+    "wrench_spread",
     "contact_wrench_checks",
     "regressor",
     "parameters",

@@ -10,7 +10,8 @@ from numpy.typing import NDArray
 from liedyn_ros import core
 from liedyn_ros.pipeline.config import FloatArray
 from liedyn_ros.pipeline.contacts import (
-    ContactChecks, Contacts, check_forces, check_wrenches, contact_wrenches, forces_closest_to, joint_torques,
+    ContactChecks, Contacts, check_forces, check_wrenches, contact_wrenches, forces_closest_to, inside_cones,
+    joint_torques,
 )
 
 
@@ -164,11 +165,11 @@ def compute_contact_outputs(
     are the least-squares ones of :func:`~liedyn_ros.pipeline.contacts.forces_closest_to` and
     the sample is flagged ``checks.unbalanced``. ``friction`` as in :func:`compute_outputs`.
     """
-    active = np.asarray(active, dtype=bool)
-    if active.ndim == 1 and ff_state is None and active.any():
+    if ff_state is None and type(active) is np.ndarray and active.ndim == 1:  # the kernel declines flight
         one = _one_contact_sample(model, contacts, q, v, a, effort, base_pose, active, solution, friction)
         if one is not None:
             return one
+    active = np.asarray(active, dtype=bool)
     free = compute_outputs(model, q, v, a, effort, base_pose, ff_state=ff_state, friction=friction)
     wrench = np.zeros(active.shape + (6,))
     unbalanced = np.zeros(active.shape[:-1], dtype=bool)
@@ -219,8 +220,12 @@ def _one_contact_sample(model: Any, contacts: Contacts, q: FloatArray, v: FloatA
     if friction is not None:  # compensated on the contact-consistent torques too
         extra = core.friction_torque(friction, v[path.joints])
         tau_ff, tau_free = tau_ff + extra, tau_free + extra
-    wrench = contact_wrenches(contacts, out[path.lam])
-    pulling, slipping = check_forces(contacts, out[path.normal], out[path.tangential], active)
+    wrench = out[path.wrench].reshape(contacts.k, 6)
+    forces = out[path.forces]
+    if inside_cones(contacts, forces.tolist()):
+        pulling = slipping = contacts.clear
+    else:
+        pulling, slipping = check_forces(contacts, forces[:contacts.k], forces[contacts.k:], active)
     base = path.base_wrench
     return DynamicsOutputs(
         tau_ff, out[path.tau_g], None if effort is None else out[path.qdd], None if base is None else out[base],

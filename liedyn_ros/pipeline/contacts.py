@@ -28,7 +28,7 @@ class ContactPath(NamedTuple):
     """A model's compiled path of one contact sample: the kernel (core.TermsKernel), its tau input
     (zero on the base, the efforts written into ``joints`` per sample) and the slices of its output
     that make the outputs: joint parts of tau, tau_r, tau_g and a; base parts (None on a fixed
-    base) of tau_r and a; lam, normal and tangential."""
+    base) of tau_r and a; the contact wrenches; normal and tangential forces, one after the other."""
 
     kernel: Any
     tau: FloatArray
@@ -39,9 +39,8 @@ class ContactPath(NamedTuple):
     qdd: slice
     base_wrench: slice | None
     base_acc: slice | None
-    lam: slice
-    normal: slice
-    tangential: slice
+    wrench: slice
+    forces: slice
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,7 +94,7 @@ class Contacts:
                 return slice(s.start, s.start + nb) if nb else None
             path = self._paths[key] = ContactPath(
                 kernel, np.zeros(model.nv), slice(nb, model.nv), joints(L.tau), joints(L.tau_r), joints(L.tau_g),
-                joints(L.a), base(L.tau_r), base(L.a), L.lam, L.normal, L.tangential)
+                joints(L.a), base(L.tau_r), base(L.a), L.wrench, slice(L.normal.start, L.tangential.stop))
         return path
 
     def on(self, model: Any) -> Any:
@@ -127,16 +126,14 @@ def resolve_contacts(model: Any, config: PipelineConfig) -> Contacts | None:
     g = np.asarray(model.gravity, dtype=np.float64)
     norm = float(np.linalg.norm(g))
     up = -g / norm if norm > 0 else np.array([0.0, 0.0, 1.0])  # no gravity: world z is up
-    rows = np.asarray(core.constraint_set(model, list(constraints)).rows, dtype=np.intp)
-    spread = np.zeros((6 * k, int(rows[-1])))
+    cs = core.constraint_set(model, list(constraints))
+    rows = np.asarray(cs.rows, dtype=np.intp)
     to_link = np.eye(6 * k)
-    for i, kind in enumerate(kinds):
-        first = 6 * i + (3 if kind == "point" else 0)  # a point contact's moment is zero
-        spread[first:6 * i + 6, rows[i]:rows[i + 1]] = np.eye(rows[i + 1] - rows[i])
+    for i in range(k):
         px, py, pz = offsets[i]
         to_link[6 * i:6 * i + 3, 6 * i + 3:6 * i + 6] = [[0.0, -pz, py], [pz, 0.0, -px], [-py, px, 0.0]]  # m + p x f
     return Contacts(tuple(links), tuple(kinds), offsets, constraints, rows, up, float(config.friction_coefficient),
-                    spread, to_link, _soles(kinds, config))
+                    core.wrench_spread(cs), to_link, _soles(kinds, config))
 
 
 def _soles(kinds: tuple[str, ...], config: PipelineConfig) -> FloatArray | None:
@@ -272,15 +269,22 @@ def check_forces(contacts: Contacts, normal: FloatArray, tangential: FloatArray,
     """(pulling, slipping) (..., k) of the contact forces split against the ground normal ``up``
     (core.contact_forces; the core's contact_wrench_checks takes the contact frame's z as the
     normal, which a point foot on a rotating shank does not keep)."""
-    if normal.ndim == 1:  # one sample: most are all pushing inside the cone, found without arrays
-        n, t = normal.tolist(), tangential.tolist()
-        if min(n, default=1.0) > 0.0 and all(y <= contacts.mu * x for x, y in zip(n, t)):
-            return contacts.clear, contacts.clear
     # A small tolerance keeps rounding at an unloaded contact from counting as a violation.
     tol = 1e-9 * (1.0 + np.abs(normal) + tangential)
     pulling = active & (normal < -tol)
     slipping = active & ~pulling & (tangential > contacts.mu * normal + tol)
     return np.asarray(pulling), np.asarray(slipping)
+
+
+def inside_cones(contacts: Contacts, forces: list[float]) -> bool:
+    """True when every contact of one sample pushes inside its friction cone, from its normal then
+    its tangential forces (k each): most samples, told without arrays (check_forces' flags are
+    then ``contacts.clear``)."""
+    k, mu = contacts.k, contacts.mu
+    for normal, tangential in zip(forces[:k], forces[k:]):
+        if not (normal > 0.0 and tangential <= mu * normal):
+            return False
+    return True
 
 
 def centre_of_pressure(wrench: FloatArray) -> FloatArray:

@@ -161,9 +161,18 @@ class OutputMessageFactory:
             msgs[TOPIC_UNCONSTRAINED_FEEDFORWARD] = self.torque_state(header, res.tau_free)
         if self._contacts is not None and res.contact_active is not None and res.contact_wrench is not None:
             wrench = wrench_at_link(self._contacts, res.contact_wrench).reshape(-1).tolist()
+            stamp, reused = header.stamp, self._contact_msgs
             for i, on in enumerate(res.contact_active.tolist()):
-                if on:
-                    msgs[self._contact_topics[i]] = self.contact_wrench(i, header.stamp, wrench[6 * i:6 * i + 6])
+                if not on:
+                    continue
+                msg = reused[i]
+                if msg is None:
+                    msg = self.contact_wrench(i, stamp, wrench[6 * i:6 * i + 6])
+                else:  # contact_wrench's refill, inline: it runs for every contact at every sample
+                    msg.header.stamp = stamp
+                    m, f = msg.wrench.torque, msg.wrench.force
+                    m.x, m.y, m.z, f.x, f.y, f.z = wrench[6 * i:6 * i + 6]
+                msgs[self._contact_topics[i]] = msg
         return msgs
 
     def header(self, stamp_ns: int, frame_id: str) -> Any:

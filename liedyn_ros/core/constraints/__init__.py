@@ -12,7 +12,7 @@ from .hybrid import constrained_hybrid
 from .inverse import constrained_rnea
 from .jacobian import constraint_bias, constraint_frames, constraint_jacobian
 from .terms import ConstrainedTerms, TermsKernel, TermsLayout, constrained_terms
-from .wrenches import ContactCheck, contact_forces, contact_wrench_checks
+from .wrenches import ContactCheck, constraint_wrenches, contact_forces, contact_wrench_checks, wrench_spread
 
 __all__ = [
     "Contact",
@@ -30,6 +30,8 @@ __all__ = [
     "TermsLayout",
     "constrained_terms",
     "ContactCheck",
+    "constraint_wrenches",
     "contact_forces",
+    "wrench_spread",
     "contact_wrench_checks",
 ]

@@ -601,17 +601,21 @@ def constrained_rnea_one(handle, ci, cf, sc, q, v, a, T, active, passive, w, min
 
 def terms_size(nv: int, m: int, k: int) -> int:
     """Floats of constrained_terms_sample's output: tau_r, tau, lam, tau_g, lam_g, a, lam_a, frames (k, 4, 4),
-    normal (k,), tangential (k,)."""
-    return 4 * nv + 3 * m + 18 * k
+    normal (k,), tangential (k,), wrench (k, 6)."""
+    return 4 * nv + 3 * m + 24 * k
 
 
 @ijit
-def split_forces(ci, lam, frames, up, normal, tangential):
-    """normal, tangential (k,) <- each contact's force in lam resolved along the world direction up and across it."""
+def split_forces(ci, lam, frames, up, normal, tangential, wrench):
+    """normal, tangential (k,) <- each contact's force in lam resolved along the world direction up and across
+    it; wrench (k, 6) <- lam per contact as a wrench (m, f) (a point contact's moment zero)."""
     nv = ci.shape[0] - 2 - 4 * ci[0]
     for j in range(ci[0]):
         o = 2 + nv + 4 * j
         r = ci[o + ROW] + (0 if ci[o + POINT] != 0 else 3)
+        for i in range(3):
+            wrench[j, i] = 0.0 if ci[o + POINT] != 0 else lam[r - 3 + i]
+            wrench[j, 3 + i] = lam[r + i]
         f0, f1, f2 = lam[r], lam[r + 1], lam[r + 2]
         if ci[o + WORLD] == 0:  # f in the contact's axes: f . R^T up
             u0 = frames[j, 0, 0] * up[0] + frames[j, 1, 0] * up[1] + frames[j, 2, 0] * up[2]
@@ -632,7 +636,7 @@ def constrained_terms_sample(mf, mi, ws, ci, cf, sc, q, v, a, tau, T, active, pa
     out (terms_size,) <- tau_r = rnea(q, v, a); (tau, lam) = Kim 3.1 at (q, v, a) and (tau_g, lam_g) at
     (q, 0, 0), both from inverse_factor's factors of A; (a, lam_a) = Kim 3.2 with the forces tau (NaN
     without has_tau); the world poses of the contact frames (k, 4, 4); lam's forces along the world
-    direction up and across it (split_forces).
+    direction up and across it, and lam as k wrenches (split_forces).
     """
     mf, mi, ci, cf, sc = borrowed(mf), borrowed(mi), borrowed(ci), borrowed(cf), borrowed(sc)
     q, v, a, tau, T, out = borrowed(q), borrowed(v), borrowed(a), borrowed(tau), borrowed(T), borrowed(out)
@@ -658,6 +662,7 @@ def constrained_terms_sample(mf, mi, ws, ci, cf, sc, q, v, a, tau, T, active, pa
     acc, lam_a = reshaped(out, 3 * nv + 2 * m, (nv,)), reshaped(out, 4 * nv + 2 * m, (m,))
     frames = reshaped(out, 4 * nv + 3 * m, (k, 4, 4))
     normal, tangential = reshaped(out, 4 * nv + 3 * m + 16 * k, (k,)), reshaped(out, 4 * nv + 3 * m + 17 * k, (k,))
+    wrench = reshaped(out, 4 * nv + 3 * m + 18 * k, (k, 6))
     for i in range(nv):
         zero[i] = 0.0
     contact_terms(mf, mi, ci, cf, terms_sc, q, v, T, active, A, c)
@@ -671,7 +676,7 @@ def constrained_terms_sample(mf, mi, ws, ci, cf, sc, q, v, a, tau, T, active, pa
     for i in range(nv):
         tau_c[i] = tau_r[i]
     inverse_solve(A, passive, w, min_force, S, Z, H, tau_c, g, mu, lam)
-    split_forces(ci, lam, frames, up, normal, tangential)
+    split_forces(ci, lam, frames, up, normal, tangential, wrench)
     floating = nv > n
     if floating or has_tau:
         mass_matrix_sample(mf, mi, ws, q, L)
@@ -702,7 +707,7 @@ def constrained_terms_one(handle, ci, cf, sc, q, v, a, tau, T, active, passive, 
     mf, mi = model_arrays(handle)
     nb, n, nv = sizes(mi)
     if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, a, tau))) or active.shape[0] != ci[0] \
-            or passive.shape[0] != nv or up.shape[0] != 3 or out.shape[0] != 4 * nv + 3 * ci[1] + 18 * ci[0]:
+            or passive.shape[0] != nv or up.shape[0] != 3 or out.shape[0] != 4 * nv + 3 * ci[1] + 24 * ci[0]:
         return BAD_INPUT
     return constrained_terms_sample(mf, mi, workspace(mf, mi), ci, cf, sc, q, v, a, tau, T, active, passive, w,
                                     min_force, has_tau, tol, up, out)

@@ -17,7 +17,7 @@ from .forward import constrained_aba
 from .inverse import SOLUTIONS, constrained_rnea, kernel_arguments
 from .jacobian import constraint_frames
 from .state import batch_mask
-from .wrenches import contact_forces
+from .wrenches import constraint_wrenches, contact_forces
 
 __all__ = ["ConstrainedTerms", "TermsKernel", "TermsLayout", "constrained_terms", "terms_layout"]
 
@@ -35,6 +35,7 @@ class ConstrainedTerms(NamedTuple):
     frames: np.ndarray  # (..., k, 4, 4) constraint_frames(q): world poses of the constraint frames
     normal: np.ndarray  # (..., k) each contact's force in lam along the ground normal up (NaN: a loop closure)
     tangential: np.ndarray  # (..., k) and its size across it: the friction the contact must hold
+    wrench: np.ndarray  # (..., k, 6) lam per constraint as a wrench (m, f) in its lam axes (a point's m zero)
 
 
 def constrained_terms(model: Model, q, v, a, constraints, *, tau=None, base_pose=None, active=None, passive=None,
@@ -48,6 +49,7 @@ def constrained_terms(model: Model, q, v, a, constraints, *, tau=None, base_pose
         (a, lam_a)   = constrained_aba(q, v, tau)     M a + b = tau + A^T lam, A a + c = 0  (Kim 3.2)
         frames       = constraint_frames(q)
         normal, tangential = contact_forces(lam, frames, up)
+        wrench       = constraint_wrenches(lam)
 
     The arguments are those of constrained_rnea (tau: the generalized forces of the forward dynamics,
     (..., nv), or None to leave a and lam_a out; up (3,): the ground normal in world axes, a unit vector,
@@ -76,7 +78,7 @@ def constrained_terms(model: Model, q, v, a, constraints, *, tau=None, base_pose
     frames = constraint_frames(model, q, cs, base_pose=base_pose, fast=fast)
     normal, tangential = contact_forces(cs, lam, frames, up)
     return ConstrainedTerms(rnea(model, q, v, a, base_pose=base_pose), tau_c, lam, tau_g, lam_g, acc, lam_a, frames,
-                            normal, tangential)
+                            normal, tangential, constraint_wrenches(cs, lam))
 
 
 _UP: "weakref.WeakKeyDictionary[Model, np.ndarray]" = weakref.WeakKeyDictionary()
@@ -117,7 +119,8 @@ def _one_kernel():
 
 
 class TermsLayout(NamedTuple):
-    """Where each term of ConstrainedTerms sits in TermsKernel's output vector (frames: k 4x4 row-major)."""
+    """Where each term of ConstrainedTerms sits in TermsKernel's output vector (frames: k 4x4 row-major,
+    wrench: k 6-vectors)."""
 
     tau_r: slice
     tau: slice
@@ -129,10 +132,11 @@ class TermsLayout(NamedTuple):
     frames: slice
     normal: slice
     tangential: slice
+    wrench: slice
 
 
 def terms_layout(nv: int, m: int, k: int) -> TermsLayout:
-    sizes = (nv, nv, m, nv, m, nv, m, 16 * k, k, k)
+    sizes = (nv, nv, m, nv, m, nv, m, 16 * k, k, k, 6 * k)
     ends = np.cumsum(sizes).tolist()
     return TermsLayout(*(slice(end - size, end) for size, end in zip(sizes, ends)))
 
@@ -177,8 +181,9 @@ class TermsKernel:
 def _split(out: np.ndarray, layout: TermsLayout, has_tau: bool) -> ConstrainedTerms:
     """The terms as views of the kernel's output (..., terms_size) (slices: np.split costs ten times more)."""
     terms = ConstrainedTerms(*(out[..., s] for s in layout))
-    frames = terms.frames.reshape(out.shape[:-1] + (-1, 4, 4))
-    return terms._replace(frames=frames) if has_tau else terms._replace(frames=frames, a=None, lam_a=None)
+    lead = out.shape[:-1]
+    terms = terms._replace(frames=terms.frames.reshape(lead + (-1, 4, 4)), wrench=terms.wrench.reshape(lead + (-1, 6)))
+    return terms if has_tau else terms._replace(a=None, lam_a=None)
 
 
 def _fast(model: Model, cs, q, v, a, tau, base_pose, active, passive, solution, weights, up, tol):

@@ -7,7 +7,7 @@ import numpy as np
 
 from .description import ConstraintSet
 
-__all__ = ["ContactCheck", "contact_forces", "contact_wrench_checks"]
+__all__ = ["ContactCheck", "constraint_wrenches", "contact_forces", "contact_wrench_checks", "wrench_spread"]
 
 
 @dataclass
@@ -68,3 +68,18 @@ def contact_forces(constraints: ConstraintSet, lam, frames, up) -> tuple[np.ndar
         normal[..., j] = f @ up
         tangential[..., j] = np.sqrt(np.maximum((f * f).sum(axis=-1) - normal[..., j] ** 2, 0.0))
     return normal, tangential
+
+
+def wrench_spread(constraints: ConstraintSet) -> np.ndarray:
+    """S (6k, m) with lam @ S.T the k constraint wrenches (m, f) stacked: a point's force as (0, f)."""
+    S = np.zeros((6 * constraints.k, constraints.m))
+    for j in range(constraints.k):
+        r0, r1 = constraints.rows[j], constraints.rows[j + 1]
+        S[6 * j + 6 - (r1 - r0):6 * j + 6, r0:r1] = np.eye(r1 - r0)
+    return S
+
+
+def constraint_wrenches(constraints: ConstraintSet, lam) -> np.ndarray:
+    """lam (..., m) -> (..., k, 6): what each constraint applies as a wrench (m, f) in its lam axes."""
+    lam = np.asarray(lam, dtype=float)
+    return (lam @ wrench_spread(constraints).T).reshape(lam.shape[:-1] + (constraints.k, 6))
