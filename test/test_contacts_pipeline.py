@@ -199,19 +199,20 @@ def test_humanoid_on_flat_soles_balances_as_pinocchio_statics_demand(soles) -> N
 def test_prepare_kernels_runs_the_contact_path_and_the_observer(solo, monkeypatch) -> None:
     """The node builds the kernels of a contact pipeline before its first sample (found live: the
     first sample with efforts held the node for seconds, minutes on a cold cache): the contact
-    path with every contact down and the observer's step run once here, and leave no state."""
+    path with every contact down (the compiled sample, and the general path that takes the samples it
+    declines) and the observer's step run once here, and leave no state."""
     from liedyn_ros.pipeline import stream
 
     model = solo[0]
     calls: list[str] = []
     real_contact, real_update = stream.compute_contact_outputs, core.MomentumObserver.update
-    monkeypatch.setattr(stream, "compute_contact_outputs",
-                        lambda *a, **k: calls.append("contacts") or real_contact(*a, **k))
+    monkeypatch.setattr(stream, "compute_contact_outputs", lambda *a, **k: calls.append(
+        "contacts, general path" if k.get("ff_state") is not None else "contacts") or real_contact(*a, **k))
     monkeypatch.setattr(core.MomentumObserver, "update",
                         lambda self, *a, **k: calls.append("observer") or real_update(self, *a, **k))
     pipe = DynamicsPipeline(model, config())
     assert pipe.prepare_kernels() >= 0.0
-    assert calls == ["contacts", "observer", "observer"]
+    assert calls == ["contacts", "contacts, general path", "observer", "observer"]
     assert pipe.stats.published == 0 and pipe.collision is None
 
 

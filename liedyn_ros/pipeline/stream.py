@@ -447,8 +447,11 @@ class DynamicsPipeline:
                 compute_loop_outputs(model, self.loops, q, v, v, q, pose, down,
                                      solution=self.config.contact_solution, friction=friction)
             elif self.contacts is not None and down is not None:
-                compute_contact_outputs(model, self.contacts, q, v, v, q, pose, down,
-                                        solution=self.config.contact_solution, friction=friction)
+                # The compiled sample (all feet down) and the general path (the reference source, or
+                # samples the compiled one declines, e.g. two feet down): each has kernels of its own.
+                for ff_state in (None, (q, v)):
+                    compute_contact_outputs(model, self.contacts, q, v, v, q, pose, down, ff_state=ff_state,
+                                            solution=self.config.contact_solution, friction=friction)
         except SingularInertiaError as exc:
             self._forget_forward_dynamics(exc)
         if self.config.external_torque_observer:  # and the observer's step, on a throwaway one
