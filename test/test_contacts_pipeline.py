@@ -356,3 +356,38 @@ def test_diagnostics_levels_follow_what_happened_since_the_previous_report(solo)
     clock[0] = 5.5
     report = reporter.report(rebuilt, "solo")
     assert report[:2] == (Level.OK, "ok") and dict(report.values)["input_rate_hz"] == "1.0"
+
+
+def test_a_block_takes_the_compiled_sample_and_the_general_path_for_what_it_declines(solo) -> None:
+    """A replay block mixing four feet, two feet (no force balances an arbitrary acceleration: the
+    least-squares general path), flight and a sample without efforts: every row equals that sample
+    computed alone by the general path (``ff_state`` forces it), which the tests above hold against
+    Pinocchio."""
+    from liedyn_ros.pipeline.compute import compute_contact_outputs
+
+    model = solo[0]
+    contacts = resolve_contacts(model, config())
+    rng = np.random.default_rng(5)
+    B = 5
+    q = np.tile([0.0, 0.8, -1.6], (B, 4)) + rng.normal(scale=0.1, size=(B, 12))
+    v, a = rng.normal(size=(B, 18)), rng.normal(size=(B, 18))
+    pose = np.stack([np.eye(4)] * B)
+    pose[:, 2, 3] = 0.3
+    effort = rng.normal(size=(B, 12))
+    effort[3] = np.nan
+    active = np.array([[1, 1, 1, 1], [1, 0, 0, 1], [0, 0, 0, 0], [1, 1, 0, 1], [1, 1, 1, 1]], dtype=bool)
+    block = compute_contact_outputs(model, contacts, q, v, a, effort, pose, active, friction=core.Friction(
+        coulomb=np.full(12, 0.1), viscous=np.full(12, 0.02)))
+    for b in range(B):
+        one = compute_contact_outputs(model, contacts, q[b], v[b], a[b], None if b == 3 else effort[b], pose[b],
+                                      active[b], ff_state=(q[b], v[b]), friction=core.Friction(
+                                          coulomb=np.full(12, 0.1), viscous=np.full(12, 0.02)))
+        for name, x, y in zip(one._fields, block.row(b), one):
+            if name == "checks":
+                for xs, ys in zip(x, y):
+                    np.testing.assert_array_equal(xs, ys)
+            elif name in ("qdd_pred", "base_acc_pred") and b == 3:
+                assert np.isnan(x).all()
+            elif y is not None:
+                np.testing.assert_allclose(x, y, rtol=1e-8, atol=1e-8, err_msg=f"row {b}: {name}")
+    assert block.checks.unbalanced[1] and not block.checks.unbalanced[0]

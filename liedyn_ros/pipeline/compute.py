@@ -170,6 +170,64 @@ def compute_contact_outputs(
         if one is not None:
             return one
     active = np.asarray(active, dtype=bool)
+    if ff_state is None and active.ndim == 2 and np.ndim(q) == 2:
+        return _contact_batch(model, contacts, q, v, a, effort, base_pose, active, solution, friction)
+    return _general_contact_outputs(model, contacts, q, v, a, effort, base_pose, active, solution, ff_state,
+                                    friction)
+
+
+def _contact_batch(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray, a: FloatArray,
+                   effort: FloatArray | None, base_pose: FloatArray | None, active: NDArray[np.bool_],
+                   solution: str, friction: Any) -> DynamicsOutputs:
+    """A block of samples (the replay's): the compiled kernel per sample, the general path for the
+    samples it declines (flight, two feet down, ...) only."""
+    path = contacts.path(model, solution)
+    B, nb = active.shape[0], model.nv - model.n
+    out = np.full((B, path.kernel.size), np.nan)
+    done = np.zeros(B, dtype=bool)
+    tau_in = path.tau.copy()
+    efforts = [None] * B if effort is None else [e if np.isfinite(e).all() else None for e in effort]
+    for b in range(B):
+        tau = None
+        if efforts[b] is not None:
+            tau_in[nb:] = efforts[b]
+            tau = tau_in
+        done[b] = path.kernel(q[b], v[b], a[b], tau, None if base_pose is None else base_pose[b], active[b], out[b])
+    if not done.any():
+        return _general_contact_outputs(model, contacts, q, v, a, effort, base_pose, active, solution, None,
+                                        friction)
+    tau_ff, tau_free = out[:, path.tau_ff], out[:, path.tau_free]
+    if friction is not None:
+        extra = core.friction_torque(friction, v[:, nb:])
+        tau_ff, tau_free = tau_ff + extra, tau_free + extra
+    forces = out[:, path.forces]
+    pulling, slipping = check_forces(contacts, forces[:, :contacts.k], forces[:, contacts.k:], active)
+    res = DynamicsOutputs(
+        tau_ff, out[:, path.tau_g], None if effort is None else out[:, path.qdd],
+        None if path.base_wrench is None else out[:, path.base_wrench],
+        None if effort is None or path.base_acc is None else out[:, path.base_acc], active,
+        out[:, path.wrench].reshape(B, contacts.k, 6), tau_free, ContactChecks(pulling, slipping, np.zeros(B, bool)))
+    if done.all():
+        return res
+    rest = ~done
+    other = _general_contact_outputs(
+        model, contacts, q[rest], v[rest], a[rest], None if effort is None else effort[rest],
+        None if base_pose is None else base_pose[rest], active[rest], solution, None, friction)
+    for field, x in zip(res._fields, other):
+        if isinstance(x, ContactChecks):
+            for y, z in zip(res.checks, x):  # type: ignore[arg-type]
+                y[rest] = z
+        elif x is not None:
+            getattr(res, field)[rest] = x
+    return res
+
+
+def _general_contact_outputs(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray, a: FloatArray,
+                             effort: FloatArray | None, base_pose: FloatArray | None, active: NDArray[np.bool_],
+                             solution: str, ff_state: tuple[FloatArray, FloatArray] | None,
+                             friction: Any) -> DynamicsOutputs:
+    """compute_contact_outputs by the core's functions one by one: any batch, the reference source,
+    and the samples the compiled sample declines."""
     free = compute_outputs(model, q, v, a, effort, base_pose, ff_state=ff_state, friction=friction)
     wrench = np.zeros(active.shape + (6,))
     unbalanced = np.zeros(active.shape[:-1], dtype=bool)
