@@ -250,6 +250,15 @@ def off_constraints(A, v, tol):
 
 
 @ijit
+def dot_span(x, y, start, stop):
+    """sum x[i] y[i] over start <= i < stop (zero for an empty span)."""
+    s = 0.0
+    for i in range(start, stop):
+        s += x[i] * y[i]
+    return s
+
+
+@ijit
 def dot(x, y):
     s = 0.0
     for i in range(x.shape[0]):
@@ -347,13 +356,17 @@ def forward_factor(parent, A, L, Y, K):
     m = A.shape[0]
     if not ltl(L, parent):
         return False
+    last = np.empty(m, dtype=np.int64)  # Y's row r ends where A's does: L^-T reaches ancestors, lower indices
     for r in range(m):
+        last[r] = -1
         for col in range(A.shape[1]):
             Y[r, col] = A[r, col]
+            if A[r, col] != 0.0:
+                last[r] = col
         solve_lt(L, parent, Y[r])
     for r in range(m):
         for s in range(r + 1):
-            K[r, s] = dot(Y[r], Y[s])
+            K[r, s] = dot_span(Y[r], Y[s], 0, min(last[r], last[s]) + 1)
         if K[r, r] == 0.0:  # an inactive row: lam_r = 0
             K[r, r] = 1.0
     return cholesky(K, PIVOT_RTOL)
@@ -436,14 +449,18 @@ def inverse_factor(ci, A, active, passive, w, min_force, S, Z, H, C):
     n_p = passive_count(passive)
     n_a = nv - n_p
     Aw, G = reshaped(C, 0, (m, n_a)), reshaped(C, m * n_a, (n_p, m))
+    span = np.empty((m, 2), dtype=np.int64)  # where Aw's row r is nonzero: a foot moves its own leg only
     for r in range(m):
         ja, ip = 0, 0
+        span[r, 0], span[r, 1] = n_a, 0
         for j in range(nv):
             if passive[j]:
                 G[ip, r] = A[r, j]
                 ip += 1
             else:
                 Aw[r, ja] = math.sqrt(w[ja]) * A[r, j]
+                if Aw[r, ja] != 0.0:
+                    span[r, 0], span[r, 1] = min(span[r, 0], ja), ja + 1
                 ja += 1
     if min_force:
         for ip in range(n_p):
@@ -455,7 +472,7 @@ def inverse_factor(ci, A, active, passive, w, min_force, S, Z, H, C):
         return cholesky(S, PIVOT_RTOL)
     for r in range(m):
         for s in range(r + 1):
-            H[r, s] = dot(Aw[r], Aw[s])
+            H[r, s] = dot_span(Aw[r], Aw[s], max(span[r, 0], span[s, 0]), min(span[r, 1], span[s, 1]))
         if H[r, r] == 0.0 and not active[row_constraint(ci, r)]:  # an inactive row: lam_r = 0
             H[r, r] = 1.0
     if not cholesky(H, PIVOT_RTOL):

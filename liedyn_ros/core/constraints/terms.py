@@ -1,6 +1,7 @@
 """Every term of a constrained sample at once: what a controller or a replay needs of a robot on contacts."""
 from __future__ import annotations
 
+import functools
 import weakref
 from typing import NamedTuple
 
@@ -135,6 +136,7 @@ class TermsLayout(NamedTuple):
     wrench: slice
 
 
+@functools.lru_cache(maxsize=64)
 def terms_layout(nv: int, m: int, k: int) -> TermsLayout:
     sizes = (nv, nv, m, nv, m, nv, m, 16 * k, k, k, 6 * k)
     ends = np.cumsum(sizes).tolist()
@@ -159,31 +161,34 @@ class TermsKernel:
         self.up = _up(model, up)
         self.layout = terms_layout(model.nv, cs.m, cs.k)
         self.size = terms_size(model.nv, cs.m, cs.k)
-        self._args = None
-        if cs._fast is not None and solution != "unique":
-            self._args = kernel_arguments(model, cs, passive, solution, weights, tol)
+        self._static = None
+        args = kernel_arguments(model, cs, passive, solution, weights, tol) if cs._fast is not None else None
+        if args is not None and solution != "unique":
+            fm, fc = model._fast, cs._fast
+            self._static = (_one_kernel(), fm.handle, fc.ci, fc.cf, fc.scratch, *args, self.up, fm.fixed,
+                            fm.identity, fc.all_active)
 
     def __call__(self, q, v, a, tau, base_pose, active, out) -> bool:
-        args, fm = self._args, self.model._fast
-        if args is None or (base_pose is None) is not fm.fixed:
+        if self._static is None:
             return False
-        fc = self.constraints._fast
-        p, w, min_force, tol = args
+        kernel, handle, ci, cf, scratch, p, w, min_force, tol, up, fixed, identity, all_active = self._static
+        if (base_pose is None) is not fixed:
+            return False
         try:
-            return _one_kernel()(fm.handle, fc.ci, fc.cf, fc.scratch, q, v, a, a if tau is None else tau,
-                                 fm.identity if base_pose is None else base_pose,
-                                 fc.all_active if active is None else active, p, w, min_force, tau is not None, tol,
-                                 self.up, out) == OK
+            return kernel(handle, ci, cf, scratch, q, v, a, a if tau is None else tau,
+                          identity if base_pose is None else base_pose, all_active if active is None else active,
+                          p, w, min_force, tau is not None, tol, up, out) == OK
         except TypeError:  # not float64 vectors, a bool mask, a batch: constrained_terms
             return False
 
 
 def _split(out: np.ndarray, layout: TermsLayout, has_tau: bool) -> ConstrainedTerms:
     """The terms as views of the kernel's output (..., terms_size) (slices: np.split costs ten times more)."""
-    terms = ConstrainedTerms(*(out[..., s] for s in layout))
-    lead = out.shape[:-1]
-    terms = terms._replace(frames=terms.frames.reshape(lead + (-1, 4, 4)), wrench=terms.wrench.reshape(lead + (-1, 6)))
-    return terms if has_tau else terms._replace(a=None, lam_a=None)
+    lead, L = out.shape[:-1], layout
+    return ConstrainedTerms(out[..., L.tau_r], out[..., L.tau], out[..., L.lam], out[..., L.tau_g], out[..., L.lam_g],
+                            out[..., L.a] if has_tau else None, out[..., L.lam_a] if has_tau else None,
+                            out[..., L.frames].reshape(lead + (-1, 4, 4)), out[..., L.normal], out[..., L.tangential],
+                            out[..., L.wrench].reshape(lead + (-1, 6)))
 
 
 def _fast(model: Model, cs, q, v, a, tau, base_pose, active, passive, solution, weights, up, tol):
