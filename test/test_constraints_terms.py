@@ -149,3 +149,43 @@ def test_terms_kernel_writes_the_terms_or_declines() -> None:
     assert not loops(q, v, a, tau, T, None, np.empty(loops.size))
     strict = core.TermsKernel(m, constraints)  # tol 1e-6: this v is off the contacts
     assert not strict(q, v, a, tau, T, active, out)
+
+
+def test_least_squares_balance_against_pinocchio() -> None:
+    """Two point feet cannot hold the base's moment about the line through them: with
+    balance="least_squares" lam balances the base in the least-squares sense and, among those, gives
+    the least joint torques (min_torque) or is the least-norm one (min_force); built here from
+    Pinocchio's rnea and Jacobians as the two least-squares problems, one after the other."""
+    rng = np.random.default_rng(25)
+    t, constraints = _cases(rng)["solo12 four feet"]
+    m, pm = t.model, t.pin_model
+    q, T = rng.uniform(-1.0, 1.0, m.n), random_pose(rng)
+    v, a = np.zeros(m.nv), rng.normal(size=m.nv)
+    active = np.array([True, False, False, True])
+    q_pin, E = t.to_pin(q, T)
+    rows = np.repeat(active, 3)
+    A = _pin_jacobian(t, constraints, q_pin, E) * rows[:, None]
+    tau_r = E.T @ pin.rnea(pm, pm.createData(), q_pin, E @ v, E @ a)
+    G, Aa = A[:, :6].T, A[:, 6:]
+    lam0 = np.linalg.lstsq(G, tau_r[:6], rcond=1e-10)[0]  # least squares on the base, least-norm
+    N = np.linalg.svd(G)[2][np.linalg.matrix_rank(G):].T * rows[:, None]  # the forces the base does not feel
+    s = np.linalg.lstsq(Aa.T @ N, tau_r[6:] - Aa.T @ lam0, rcond=1e-10)[0]
+    want = {"min_torque": lam0 + N @ s, "min_force": lam0}
+    residual = np.abs(G @ lam0 - tau_r[:6]).max() / max(1.0, np.abs(tau_r[:6]).max())
+    assert residual > 1e-3  # really unbalanced
+    for solution, lam_want in want.items():
+        for fast in (True, False):
+            terms = core.constrained_terms(m, q, v, a, constraints, base_pose=T, active=active, solution=solution,
+                                           balance="least_squares", fast=fast)
+            assert_close(terms.lam, lam_want, 1e-8, f"{solution}, fast={fast}: lam")
+            assert_close(terms.tau[6:], tau_r[6:] - Aa.T @ lam_want, 1e-8, f"{solution}, fast={fast}: tau")
+            assert abs(terms.residual - residual) < 1e-9
+            kernel = core.TermsKernel(m, constraints, solution=solution, balance="least_squares")
+            out = np.empty(kernel.size)
+            assert kernel(q, v, a, None, T, active, out)
+            assert_close(out[kernel.layout.lam], lam_want, 1e-8, f"{solution}: kernel lam")
+        with pytest.raises(ValueError, match="balances"):
+            core.constrained_terms(m, q, v, a, constraints, base_pose=T, active=active, solution=solution)
+        assert not core.TermsKernel(m, constraints, solution=solution)(q, v, a, None, T, active, np.empty(kernel.size))
+    with pytest.raises(ValueError, match="balance"):
+        core.constrained_rnea(m, q, v, a, constraints, base_pose=T, balance="roughly")

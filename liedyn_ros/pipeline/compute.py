@@ -10,8 +10,7 @@ from numpy.typing import NDArray
 from liedyn_ros import core
 from liedyn_ros.pipeline.config import FloatArray
 from liedyn_ros.pipeline.contacts import (
-    ContactChecks, Contacts, check_forces, check_wrenches, contact_wrenches, forces_closest_to, inside_cones,
-    joint_torques,
+    ContactChecks, Contacts, check_forces, check_wrenches, contact_wrenches, inside_cones,
 )
 
 
@@ -51,8 +50,11 @@ class DynamicsOutputs(NamedTuple):
 
 
 _NO_BASE_WRENCH = np.zeros(6)  # aba's base part of the generalized force: a free-floating base
-_BALANCED = np.zeros((), dtype=bool)  # checks.unbalanced of one sample whose base the contacts carry
-_BALANCED.flags.writeable = False
+# The base left unbalanced by more than this fraction of max(1, |tau_base|): no contact force realises
+# the motion (least squares used).
+UNBALANCED_RTOL = 1e-6
+_BALANCED, _UNBALANCED = np.zeros((), dtype=bool), np.ones((), dtype=bool)  # checks.unbalanced of one sample
+_BALANCED.flags.writeable = _UNBALANCED.flags.writeable = False
 
 
 def compute_outputs(
@@ -162,8 +164,8 @@ def compute_contact_outputs(
     apply to the base in total. Measured states are never exactly on the contacts, so the
     contact velocity is not checked (tol=inf); when no contact force balances the base (two
     feet and a rotation about the line through them in the estimated acceleration), the forces
-    are the least-squares ones of :func:`~liedyn_ros.pipeline.contacts.forces_closest_to` and
-    the sample is flagged ``checks.unbalanced``. ``friction`` as in :func:`compute_outputs`.
+    balance it in the least-squares sense (``solution`` taken among those) and the sample is
+    flagged ``checks.unbalanced``. ``friction`` as in :func:`compute_outputs`.
     """
     if ff_state is None and type(active) is np.ndarray and active.ndim == 1:  # the kernel declines flight
         one = _one_contact_sample(model, contacts, q, v, a, effort, base_pose, active, solution, friction)
@@ -179,20 +181,22 @@ def compute_contact_outputs(
 def _contact_batch(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray, a: FloatArray,
                    effort: FloatArray | None, base_pose: FloatArray | None, active: NDArray[np.bool_],
                    solution: str, friction: Any) -> DynamicsOutputs:
-    """A block of samples (the replay's): the compiled kernel per sample, the general path for the
-    samples it declines (flight, two feet down, ...) only."""
+    """A block of samples (the replay's): the compiled kernel per sample, the general path for flight
+    and the samples the kernel declines only."""
     path = contacts.path(model, solution)
     B, nb = active.shape[0], model.nv - model.n
     out = np.full((B, path.kernel.size), np.nan)
     done = np.zeros(B, dtype=bool)
     tau_in = path.tau.copy()
     efforts = [None] * B if effort is None else [e if np.isfinite(e).all() else None for e in effort]
+    flying = np.asarray(~active.any(axis=-1))  # the general path's unconstrained outputs
     for b in range(B):
         tau = None
         if efforts[b] is not None:
             tau_in[nb:] = efforts[b]
             tau = tau_in
-        done[b] = path.kernel(q[b], v[b], a[b], tau, None if base_pose is None else base_pose[b], active[b], out[b])
+        done[b] = not flying[b] and path.kernel(q[b], v[b], a[b], tau, None if base_pose is None else base_pose[b],
+                                                active[b], out[b])
     if not done.any():
         return _general_contact_outputs(model, contacts, q, v, a, effort, base_pose, active, solution, None,
                                         friction)
@@ -206,7 +210,8 @@ def _contact_batch(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray,
         tau_ff, out[:, path.tau_g], None if effort is None else out[:, path.qdd],
         None if path.base_wrench is None else out[:, path.base_wrench],
         None if effort is None or path.base_acc is None else out[:, path.base_acc], active,
-        out[:, path.wrench].reshape(B, contacts.k, 6), tau_free, ContactChecks(pulling, slipping, np.zeros(B, bool)))
+        out[:, path.wrench].reshape(B, contacts.k, 6), tau_free,
+        ContactChecks(pulling, slipping, out[:, path.residual] > UNBALANCED_RTOL))
     if done.all():
         return res
     rest = ~done
@@ -264,8 +269,10 @@ def _one_contact_sample(model: Any, contacts: Contacts, q: FloatArray, v: FloatA
                         effort: FloatArray | None, base_pose: FloatArray | None, active: NDArray[np.bool_],
                         solution: str, friction: Any) -> DynamicsOutputs | None:
     """One sample in contact by the compiled core.TermsKernel: every term on one evaluation of the
-    contacts (the node's case). None where it cannot answer (no contact force balances the base):
-    the general path then does."""
+    contacts (the node's case), least-squares forces where none balances the base. None for flight
+    and where the kernel cannot answer: the general path then does."""
+    if True not in active.tolist():  # flight: the general path's unconstrained outputs
+        return None
     path = contacts.path(model, solution)
     out = np.empty(path.kernel.size)
     tau_in = None
@@ -288,29 +295,30 @@ def _one_contact_sample(model: Any, contacts: Contacts, q: FloatArray, v: FloatA
     return DynamicsOutputs(
         tau_ff, out[path.tau_g], None if effort is None else out[path.qdd], None if base is None else out[base],
         None if effort is None or path.base_acc is None else out[path.base_acc], active, wrench, tau_free,
-        ContactChecks(pulling, slipping, _BALANCED))
+        ContactChecks(pulling, slipping, _UNBALANCED if out[path.residual] > UNBALANCED_RTOL else _BALANCED))
 
 
 def contact_torques(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray, a: FloatArray,
                     base_pose: FloatArray | None, active: NDArray[np.bool_], solution: str
                     ) -> tuple[FloatArray, FloatArray, NDArray[np.bool_]]:
-    """(tau (..., n), lam (..., m), unbalanced (...,)): the joint torques and contact forces
-    that realise (q, v, a), by core.constrained_rnea, or by least squares where no contact
-    force balances the base exactly (flagged unbalanced)."""
-    nb = model.nv - model.n
+    """(tau (..., n), lam (..., m), unbalanced (...,)): the joint torques and contact forces that
+    realise (q, v, a), by core.constrained_rnea; where no contact force balances the base exactly
+    (flagged unbalanced), the forces balance it in the least-squares sense and ``solution`` is
+    taken among those (balance="least_squares", as the compiled contact sample does)."""
+    nb, cs = model.nv - model.n, contacts.on(model)
     try:
-        tau, lam = core.constrained_rnea(model, q, v, a, contacts.on(model), base_pose=base_pose,
-                                         active=active, solution=solution, tol=np.inf)
+        tau, lam = core.constrained_rnea(model, q, v, a, cs, base_pose=base_pose, active=active,
+                                         solution=solution, tol=np.inf)
         return tau[..., nb:], lam, np.zeros(np.shape(q)[:-1], dtype=bool)
     except ValueError:  # the inputs passed compute_outputs: no force balances the base
         pass
-    tau_full = core.rnea(model, q, v, a, base_pose=base_pose)
-    A = core.constraint_jacobian(model, q, contacts.on(model), base_pose=base_pose)
-    rows = np.repeat(active, np.diff(contacts.rows), axis=-1)
-    lam = forces_closest_to(tau_full, A, np.zeros(np.shape(q)), nb, rows)
-    base = tau_full[..., :nb] - np.einsum("...mi,...m->...i", A[..., :nb], lam)
-    scale = np.maximum(1.0, np.abs(tau_full[..., :nb]).max(axis=-1, initial=0.0))
-    return joint_torques(tau_full, A, lam, nb), lam, np.abs(base).max(axis=-1, initial=0.0) > 1e-6 * scale
+    tau, lam = core.constrained_rnea(model, q, v, a, cs, base_pose=base_pose, active=active, solution=solution,
+                                     tol=np.inf, balance="least_squares")
+    tau_b = core.rnea(model, q, v, a, base_pose=base_pose)[..., :nb]
+    A_b = core.constraint_jacobian(model, q, cs, base_pose=base_pose)[..., :nb]
+    gap = tau_b - np.einsum("...mi,...m->...i", A_b, lam)
+    scale = np.maximum(1.0, np.abs(tau_b).max(axis=-1, initial=0.0))
+    return tau[..., nb:], lam, np.abs(gap).max(axis=-1, initial=0.0) > UNBALANCED_RTOL * scale
 
 
 def constrained_predictions(model: Any, contacts: Any, q: FloatArray, v: FloatArray, effort: FloatArray,

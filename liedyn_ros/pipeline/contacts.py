@@ -28,7 +28,8 @@ class ContactPath(NamedTuple):
     """A model's compiled path of one contact sample: the kernel (core.TermsKernel), its tau input
     (zero on the base, the efforts written into ``joints`` per sample) and the slices of its output
     that make the outputs: joint parts of tau, tau_r, tau_g and a; base parts (None on a fixed
-    base) of tau_r and a; the contact wrenches; normal and tangential forces, one after the other."""
+    base) of tau_r and a; the contact wrenches; normal and tangential forces, one after the other;
+    the index of the base's balance residual (core.ConstrainedTerms.residual)."""
 
     kernel: Any
     tau: FloatArray
@@ -41,6 +42,7 @@ class ContactPath(NamedTuple):
     base_acc: slice | None
     wrench: slice
     forces: slice
+    residual: int
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,11 +84,12 @@ class Contacts:
         return out
 
     def path(self, model: Any, solution: str) -> ContactPath:
-        """The compiled single-sample path of ``model`` (core.TermsKernel, no state check), made once."""
+        """The compiled single-sample path of ``model`` (core.TermsKernel: no state check, the base
+        balanced in the least-squares sense where no force balances it), made once."""
         key = (model, solution)
         path = self._paths.get(key)
         if path is None:
-            kernel = core.TermsKernel(model, self.on(model), solution=solution, tol=np.inf)
+            kernel = core.TermsKernel(model, self.on(model), solution=solution, tol=np.inf, balance="least_squares")
             nb, L = model.nv - model.n, kernel.layout
             def joints(s: slice) -> slice:
                 return slice(s.start + nb, s.stop)
@@ -94,7 +97,8 @@ class Contacts:
                 return slice(s.start, s.start + nb) if nb else None
             path = self._paths[key] = ContactPath(
                 kernel, np.zeros(model.nv), slice(nb, model.nv), joints(L.tau), joints(L.tau_r), joints(L.tau_g),
-                joints(L.a), base(L.tau_r), base(L.a), L.wrench, slice(L.normal.start, L.tangential.stop))
+                joints(L.a), base(L.tau_r), base(L.a), L.wrench, slice(L.normal.start, L.tangential.stop),
+                L.residual.start)
         return path
 
     def on(self, model: Any) -> Any:

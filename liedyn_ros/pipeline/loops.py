@@ -21,16 +21,13 @@ from numpy.typing import NDArray
 
 from liedyn_ros import core
 from liedyn_ros.core.constraints.inverse import passive_mask
-from liedyn_ros.pipeline.compute import DynamicsOutputs, compute_outputs, constrained_predictions
+from liedyn_ros.pipeline.compute import UNBALANCED_RTOL, DynamicsOutputs, compute_outputs, constrained_predictions
 from liedyn_ros.pipeline.config import FloatArray, PipelineConfig
 from liedyn_ros.pipeline.contacts import (
     ContactChecks, Contacts, check_wrenches, contact_wrenches, forces_closest_to,
 )
 
 BoolArray = NDArray[np.bool_]
-# A passive coordinate left with more than this fraction of max(1, |tau|) unbalanced: no
-# constraint force realises the motion (the same bound as the contact path's least squares).
-UNBALANCED_RTOL = 1e-6
 
 
 @dataclass(frozen=True, eq=False)

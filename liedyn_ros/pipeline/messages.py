@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from liedyn_ros.pipeline.config import NS_PER_S, FloatArray, PipelineConfig
-from liedyn_ros.pipeline.contacts import resolve_contacts, wrench_at_link
+from liedyn_ros.pipeline.contacts import resolve_contacts
 from liedyn_ros.pipeline.stream import PipelineOutput
 
 # Output topic names (relative, in the node's namespace); the replay prefixes them.
@@ -134,6 +134,7 @@ class OutputMessageFactory:
         self._contact_topics = [contact_wrench_topic(link) for link in self.contact_links]
         self._external: Any = None  # the external_torque message, refilled by each build
         self._contact_msgs: list[Any] = [None] * len(self.contact_links)  # likewise, per contact
+        self._to_link_T = np.zeros((0, 0)) if contacts is None else np.ascontiguousarray(contacts.to_link.T)
 
     def build(self, out: PipelineOutput) -> dict[str, Any]:
         cfg, res = self.config, out.outputs
@@ -160,7 +161,7 @@ class OutputMessageFactory:
         if cfg.publish_unconstrained and res.tau_free is not None:  # contacts or loops
             msgs[TOPIC_UNCONSTRAINED_FEEDFORWARD] = self.torque_state(header, res.tau_free)
         if self._contacts is not None and res.contact_active is not None and res.contact_wrench is not None:
-            wrench = wrench_at_link(self._contacts, res.contact_wrench).reshape(-1).tolist()
+            wrench = (res.contact_wrench.reshape(-1) @ self._to_link_T).tolist()  # wrench_at_link, flat
             stamp, reused = header.stamp, self._contact_msgs
             for i, on in enumerate(res.contact_active.tolist()):
                 if not on:

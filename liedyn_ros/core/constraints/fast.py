@@ -437,8 +437,11 @@ def constrained_aba_one(handle, ci, cf, sc, q, v, tau, T, active, params, a, lam
 
 
 @ijit
-def inverse_factor(ci, A, active, passive, w, min_force, S, Z, H, C):
-    """The factors of Kim 3.1's minimisers for G = A_p^T (passive columns of A), weights w; False if singular.
+def inverse_factor(ci, A, active, passive, w, min_force, S, Z, H, C, least_squares):
+    """The factors of Kim 3.1's minimisers for G = A_p^T (passive columns of A), weights w, and how S is
+    solved: (0, _) singular, (1, _) by its Cholesky factor, (2, V) by its pseudo-inverse S^+ = V diag(1/s) V^T
+    (S <- diag(s); only with least_squares: no force balances every passive coordinate, G lam = tau_pr is
+    then met in the least-squares sense, and among those lam the minimiser is taken).
 
       min_force:  S = G W^-1 G^T
       min_torque: H = A_a W A_a^T = L L^T (H <- L), Z = L^-1 G^T (m, n_p), S = Z^T Z = G H^-1 G^T
@@ -469,14 +472,14 @@ def inverse_factor(ci, A, active, passive, w, min_force, S, Z, H, C):
                 for r in range(m):
                     t += G[ip, r] * G[kp, r] / w[r]
                 S[ip, kp] = t
-        return cholesky(S, PIVOT_RTOL)
+        return schur_factor(S, least_squares)
     for r in range(m):
         for s in range(r + 1):
             H[r, s] = dot_span(Aw[r], Aw[s], max(span[r, 0], span[s, 0]), min(span[r, 1], span[s, 1]))
         if H[r, r] == 0.0 and not active[row_constraint(ci, r)]:  # an inactive row: lam_r = 0
             H[r, r] = 1.0
     if not cholesky(H, PIVOT_RTOL):
-        return False
+        return 0, np.empty((0, 0))
     Zm = reshaped(Z, 0, (m, n_p))
     for r in range(m):  # L Z = G^T, all n_p columns at once
         for ip in range(n_p):
@@ -494,13 +497,98 @@ def inverse_factor(ci, A, active, passive, w, min_force, S, Z, H, C):
             for r in range(m):
                 t += Zm[r, ip] * Zm[r, kp]
             S[ip, kp] = t
-    return cholesky(S, PIVOT_RTOL)
+    return schur_factor(S, least_squares)
 
 
 @ijit
-def inverse_solve(A, passive, w, min_force, S, Z, H, tau, g, mu, lam):
-    """Kim 3.1 on inverse_factor's factors: tau holds tau_r = rnea(q, v, a) on entry and tau_r - A^T lam
-    (zero on the passive coordinates) on exit; g (m,), mu (nv,): scratch.
+def schur_factor(S, least_squares):
+    """S (lower triangle) by Cholesky: (1, _); singular, and least_squares: its eigen-decomposition (2, V)."""
+    n = S.shape[0]
+    diagonal = np.empty(n)
+    for r in range(n):  # keep the upper triangle and the diagonal: the Cholesky factor overwrites the rest
+        diagonal[r] = S[r, r]
+        for c in range(r):
+            S[c, r] = S[r, c]
+    if cholesky(S, PIVOT_RTOL):
+        return 1, np.empty((0, 0))
+    if not least_squares:
+        return 0, np.empty((0, 0))
+    for r in range(n):
+        S[r, r] = diagonal[r]
+        for c in range(r):
+            S[r, c] = S[c, r]
+    V = np.empty((n, n))
+    symmetric_eigen(S, V)
+    return 2, V
+
+
+@ijit
+def symmetric_eigen(S, V):
+    """S <- diag(s), V <- orthonormal with S_in = V diag(s) V^T: cyclic Jacobi rotations, each zeroing S[p, q]."""
+    n = S.shape[0]
+    for r in range(n):
+        for c in range(n):
+            V[r, c] = 1.0 if r == c else 0.0
+    for _ in range(64):
+        off, size = 0.0, 0.0
+        for r in range(n):
+            size += S[r, r] * S[r, r]
+            for c in range(r):
+                off += S[r, c] * S[r, c]
+        if off <= 1e-32 * size:
+            break
+        for p in range(n - 1):
+            for q in range(p + 1, n):
+                if S[p, q] == 0.0:
+                    continue
+                theta = (S[q, q] - S[p, p]) / (2.0 * S[p, q])
+                t = 1.0 / (abs(theta) + math.sqrt(theta * theta + 1.0))
+                if theta < 0.0:
+                    t = -t
+                c = 1.0 / math.sqrt(t * t + 1.0)
+                sn = t * c
+                for k in range(n):  # S J, then J^T (S J), and V J: J the rotation by (c, sn) in (p, q)
+                    skp, skq = S[k, p], S[k, q]
+                    S[k, p], S[k, q] = c * skp - sn * skq, sn * skp + c * skq
+                for k in range(n):
+                    spk, sqk = S[p, k], S[q, k]
+                    S[p, k], S[q, k] = c * spk - sn * sqk, sn * spk + c * sqk
+                for k in range(n):
+                    vkp, vkq = V[k, p], V[k, q]
+                    V[k, p], V[k, q] = c * vkp - sn * vkq, sn * vkp + c * vkq
+
+
+@ijit
+def schur_solve(S, mode, V, x):
+    """x <- S^-1 x (mode 1: Cholesky) or S^+ x (mode 2: eigen-decomposition, directions with an eigenvalue
+    below PIVOT_RTOL of the largest dropped)."""
+    if mode == 1:
+        cho_solve(S, x)
+        return
+    n = x.shape[0]
+    top = 0.0
+    for i in range(n):
+        top = max(top, S[i, i])
+    y = np.empty(n)
+    for i in range(n):
+        t = 0.0
+        if S[i, i] > PIVOT_RTOL * top:
+            for r in range(n):
+                t += V[r, i] * x[r]
+            t /= S[i, i]
+        y[i] = t
+    for r in range(n):
+        t = 0.0
+        for i in range(n):
+            t += V[r, i] * y[i]
+        x[r] = t
+
+
+@ijit
+def inverse_solve(A, passive, w, min_force, S, Z, H, mode, V, tau, g, mu, lam):
+    """Kim 3.1 on inverse_factor's factors (mode, V): tau holds tau_r = rnea(q, v, a) on entry and
+    tau_r - A^T lam (zero on the passive coordinates) on exit; g (m,), mu (nv,): scratch. Returns how far
+    lam is from balancing the passive coordinates, |A_p^T lam - tau_pr|_inf / max(1, |tau_pr|_inf).
 
       min_force:  lam = W^-1 G^T S^-1 tau_pr
       min_torque: y = L^-1 A_a W tau_ar,  S mu = Z^T y - tau_pr,  lam = L^-T (y - Z mu)
@@ -513,7 +601,7 @@ def inverse_solve(A, passive, w, min_force, S, Z, H, tau, g, mu, lam):
             mu[n_p] = tau[i]
             n_p += 1
     if min_force:
-        cho_solve(S, mu[:n_p])
+        schur_solve(S, mode, V, mu[:n_p])
         for r in range(m):
             t, ip = 0.0, 0
             for i in range(nv):
@@ -536,21 +624,23 @@ def inverse_solve(A, passive, w, min_force, S, Z, H, tau, g, mu, lam):
             for r in range(m):
                 t += Zm[r, ip] * g[r]
             mu[ip] = t
-        cho_solve(S, mu[:n_p])
+        schur_solve(S, mode, V, mu[:n_p])
         for r in range(m):
             t = g[r]
             for ip in range(n_p):
                 t -= Zm[r, ip] * mu[ip]
             lam[r] = t
         upper_solve(H, lam)
+    worst, scale = 0.0, 1.0
     for j in range(nv):
-        if passive[j]:
-            tau[j] = 0.0
-            continue
         t = tau[j]
         for r in range(m):
             t -= A[r, j] * lam[r]
+        if passive[j]:
+            worst, scale = max(worst, abs(t)), max(scale, abs(tau[j]))
+            t = 0.0
         tau[j] = t
+    return worst / scale
 
 
 @ijit
@@ -588,9 +678,10 @@ def constrained_rnea_sample(mf, mi, ws, ci, cf, sc, q, v, a, T, active, passive,
     contact_terms(mf, mi, ci, cf, reshaped(sc, o, (sc.shape[0] - o,)), q, v, T, active, A, c)
     if not off_constraints(A, v, tol) <= tol:
         return VIOLATED
-    if not inverse_factor(ci, A, active, passive, w, min_force, S, Z, H, reshaped(C, 0, (m * nv,))):
+    mode, V = inverse_factor(ci, A, active, passive, w, min_force, S, Z, H, reshaped(C, 0, (m * nv,)), False)
+    if mode == 0:
         return SINGULAR
-    inverse_solve(A, passive, w, min_force, S, Z, H, tau, g, mu[0], lam)
+    inverse_solve(A, passive, w, min_force, S, Z, H, mode, V, tau, g, mu[0], lam)
     return OK
 
 
@@ -618,8 +709,8 @@ def constrained_rnea_one(handle, ci, cf, sc, q, v, a, T, active, passive, w, min
 
 def terms_size(nv: int, m: int, k: int) -> int:
     """Floats of constrained_terms_sample's output: tau_r, tau, lam, tau_g, lam_g, a, lam_a, frames (k, 4, 4),
-    normal (k,), tangential (k,), wrench (k, 6)."""
-    return 4 * nv + 3 * m + 24 * k
+    normal (k,), tangential (k,), wrench (k, 6), residual, residual_g."""
+    return 4 * nv + 3 * m + 24 * k + 2
 
 
 @ijit
@@ -647,13 +738,14 @@ def split_forces(ci, lam, frames, up, normal, tangential, wrench):
 
 @jit
 def constrained_terms_sample(mf, mi, ws, ci, cf, sc, q, v, a, tau, T, active, passive, w, min_force, has_tau, tol,
-                             up, out):
+                             least_squares, up, out):
     """A whole sample of a robot on contacts, on one evaluation of A(q), c and of each factor. Returns a status.
 
     out (terms_size,) <- tau_r = rnea(q, v, a); (tau, lam) = Kim 3.1 at (q, v, a) and (tau_g, lam_g) at
     (q, 0, 0), both from inverse_factor's factors of A; (a, lam_a) = Kim 3.2 with the forces tau (NaN
     without has_tau); the world poses of the contact frames (k, 4, 4); lam's forces along the world
-    direction up and across it, and lam as k wrenches (split_forces).
+    direction up and across it, and lam as k wrenches (split_forces); the balance residuals of lam and lam_g
+    (inverse_solve), which least_squares lets exceed zero (otherwise SINGULAR).
     """
     mf, mi, ci, cf, sc = borrowed(mf), borrowed(mi), borrowed(ci), borrowed(cf), borrowed(sc)
     q, v, a, tau, T, out = borrowed(q), borrowed(v), borrowed(a), borrowed(tau), borrowed(T), borrowed(out)
@@ -680,19 +772,21 @@ def constrained_terms_sample(mf, mi, ws, ci, cf, sc, q, v, a, tau, T, active, pa
     frames = reshaped(out, 4 * nv + 3 * m, (k, 4, 4))
     normal, tangential = reshaped(out, 4 * nv + 3 * m + 16 * k, (k,)), reshaped(out, 4 * nv + 3 * m + 17 * k, (k,))
     wrench = reshaped(out, 4 * nv + 3 * m + 18 * k, (k, 6))
+    size = out.shape[0]
     for i in range(nv):
         zero[i] = 0.0
     contact_terms(mf, mi, ci, cf, terms_sc, q, v, T, active, A, c)
     if not off_constraints(A, v, tol) <= tol:
         return VIOLATED
     put_frames(mi, ci, cf, terms_sc, frames)
-    if not inverse_factor(ci, A, active, passive, w, min_force, S, Z, H, reshaped(Y, 0, (m * nv,))):
+    mode, V = inverse_factor(ci, A, active, passive, w, min_force, S, Z, H, reshaped(Y, 0, (m * nv,)), least_squares)
+    if mode == 0:
         return SINGULAR
     no_wrench_body, no_wrench_base = np.empty((0, nb, 6)), np.empty((0, 6))
     rnea_sample(mf, mi, ws, q, v, a, T, no_wrench_body, no_wrench_base, 0, tau_r)
     for i in range(nv):
         tau_c[i] = tau_r[i]
-    inverse_solve(A, passive, w, min_force, S, Z, H, tau_c, g, mu, lam)
+    out[size - 2] = inverse_solve(A, passive, w, min_force, S, Z, H, mode, V, tau_c, g, mu, lam)
     split_forces(ci, lam, frames, up, normal, tangential, wrench)
     floating = nv > n
     if floating or has_tau:
@@ -703,7 +797,7 @@ def constrained_terms_sample(mf, mi, ws, ci, cf, sc, q, v, a, tau, T, active, pa
             tau_g[i] = dot(L[i, :6], x[:6])
     else:
         rnea_sample(mf, mi, ws, q, zero, zero, T, no_wrench_body, no_wrench_base, 0, tau_g)
-    inverse_solve(A, passive, w, min_force, S, Z, H, tau_g, g, mu, lam_g)
+    out[size - 1] = inverse_solve(A, passive, w, min_force, S, Z, H, mode, V, tau_g, g, mu, lam_g)
     if not has_tau:
         for i in range(nv):
             acc[i] = np.nan
@@ -719,12 +813,13 @@ def constrained_terms_sample(mf, mi, ws, ci, cf, sc, q, v, a, tau, T, active, pa
 
 
 @jit
-def constrained_terms_one(handle, ci, cf, sc, q, v, a, tau, T, active, passive, w, min_force, has_tau, tol, up, out):
+def constrained_terms_one(handle, ci, cf, sc, q, v, a, tau, T, active, passive, w, min_force, has_tau, tol,
+                          least_squares, up, out):
     """One sample: checks lengths, NaN and the pose, then constrained_terms_sample."""
     mf, mi = model_arrays(handle)
     nb, n, nv = sizes(mi)
     if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, a, tau))) or active.shape[0] != ci[0] \
-            or passive.shape[0] != nv or up.shape[0] != 3 or out.shape[0] != 4 * nv + 3 * ci[1] + 24 * ci[0]:
+            or passive.shape[0] != nv or up.shape[0] != 3 or out.shape[0] != 4 * nv + 3 * ci[1] + 24 * ci[0] + 2:
         return BAD_INPUT
     return constrained_terms_sample(mf, mi, workspace(mf, mi), ci, cf, sc, q, v, a, tau, T, active, passive, w,
-                                    min_force, has_tau, tol, up, out)
+                                    min_force, has_tau, tol, least_squares, up, out)

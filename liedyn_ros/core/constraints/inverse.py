@@ -15,6 +15,7 @@ from .state import RANK_RTOL, batch_mask, setup
 __all__ = ["constrained_rnea", "passive_mask"]
 
 SOLUTIONS = ("min_torque", "min_force", "unique")
+BALANCES = ("exact", "least_squares")
 # |A_p^T lam - tau_pr| beyond this fraction of max(1, |tau_pr|) means no constraint force balances the
 # passive coordinates: the acceleration is not one the constraints allow.
 BALANCE_RTOL = 1e-8
@@ -44,7 +45,7 @@ def _weights(name: str, weights, size: int) -> np.ndarray:
 
 def constrained_rnea(model: Model, q, v, a, constraints, *, base_pose=None, passive=None,
                      solution: str = "min_torque", weights=None, f_ext=None, active=None, tol: float = 1e-6,
-                     fast: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                     balance: str = "exact", fast: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(tau, lam) with  M a + b = tau + A^T lam  and tau = 0 on the passive coordinates (Kim 3.1).
 
     With tau_r = rnea(q, v, a) split into active (a) and passive (p) rows, lam must solve
@@ -59,7 +60,9 @@ def constrained_rnea(model: Model, q, v, a, constraints, *, base_pose=None, pass
 
     passive: names of unactuated joints (a floating base is always passive). a should satisfy
     A a + c = 0; if no lam balances the passive rows (too few constraints for the motion) this
-    raises ValueError with the residual. Shapes: q (..., n), v, a (..., nv) -> tau (..., nv),
+    raises ValueError with the residual, unless balance="least_squares": lam_0 then balances them
+    in the least-squares sense (a measured motion of two point feet, whose base would need a moment
+    about the line through them), and the minimiser is taken among those lam. Shapes: q (..., n), v, a (..., nv) -> tau (..., nv),
     lam (..., m), what each constraint applies to the robot in its frame (zero when inactive).
     Contacts on a model without mimic joints run compiled (constraints.fast: the same minimisers by
     Cholesky factors where they are unique) unless fast=False; ties, "unique", f_ext, loops and
@@ -67,6 +70,8 @@ def constrained_rnea(model: Model, q, v, a, constraints, *, base_pose=None, pass
     """
     if solution not in SOLUTIONS:
         raise ValueError(f"solution: expected one of {SOLUTIONS}, got {solution!r}")
+    if balance not in BALANCES:
+        raise ValueError(f"balance: expected one of {BALANCES}, got {balance!r}")
     cs = constraint_set(model, constraints)
     if fast and cs._fast is not None and f_ext is None and solution != "unique":
         out = _fast(model, cs, q, v, a, base_pose, passive, solution, weights, active, tol)
@@ -84,7 +89,7 @@ def constrained_rnea(model: Model, q, v, a, constraints, *, base_pose=None, pass
     lam = np.einsum("bki,bk,bjk,bj->bi", Vt[:, :k], s_inv, U[:, :, :k], tau_r[:, p])  # lam_0 = (A_p^T)^+ tau_pr
     residual = np.abs(np.einsum("bij,bj->bi", G, lam) - tau_r[:, p]).max(axis=-1, initial=0.0)
     scale = np.maximum(1.0, np.abs(tau_r[:, p]).max(axis=-1, initial=0.0))
-    if np.any(residual > BALANCE_RTOL * scale):
+    if balance == "exact" and np.any(residual > BALANCE_RTOL * scale):
         raise ValueError(f"constraints: no constraint force balances the passive coordinates (residual "
                          f"{float(np.max(residual)):.3g}); the acceleration violates the constraints or they are "
                          "too few for it")

@@ -9,14 +9,14 @@ import numpy as np
 from numba import types
 
 from ..checks import prepare
-from ..dynamics import rnea
+from ..dynamics import gravity, rnea
 from ..fast import OK
 from ..model import Model
 from .description import constraint_set
 from .fast import terms_size
 from .forward import constrained_aba
-from .inverse import SOLUTIONS, constrained_rnea, kernel_arguments
-from .jacobian import constraint_frames
+from .inverse import BALANCES, SOLUTIONS, constrained_rnea, kernel_arguments, passive_mask
+from .jacobian import constraint_frames, constraint_jacobian
 from .state import batch_mask
 from .wrenches import constraint_wrenches, contact_forces
 
@@ -37,11 +37,13 @@ class ConstrainedTerms(NamedTuple):
     normal: np.ndarray  # (..., k) each contact's force in lam along the ground normal up (NaN: a loop closure)
     tangential: np.ndarray  # (..., k) and its size across it: the friction the contact must hold
     wrench: np.ndarray  # (..., k, 6) lam per constraint as a wrench (m, f) in its lam axes (a point's m zero)
+    residual: np.ndarray  # (...,) |A_p^T lam - tau_r,p|_inf / max(1, |tau_r,p|_inf): 0 when lam balances
+    residual_g: np.ndarray  # (...,) the same of lam_g (nonzero only with balance="least_squares")
 
 
 def constrained_terms(model: Model, q, v, a, constraints, *, tau=None, base_pose=None, active=None, passive=None,
                       solution: str = "min_torque", weights=None, up=None, tol: float = 1e-6,
-                      fast: bool = True) -> ConstrainedTerms:
+                      balance: str = "exact", fast: bool = True) -> ConstrainedTerms:
     """rnea, constrained_rnea in motion and at rest, constrained_aba and constraint_frames of one state.
 
         tau_r        = rnea(q, v, a)
@@ -51,6 +53,11 @@ def constrained_terms(model: Model, q, v, a, constraints, *, tau=None, base_pose
         frames       = constraint_frames(q)
         normal, tangential = contact_forces(lam, frames, up)
         wrench       = constraint_wrenches(lam)
+        residual, residual_g: how far lam, lam_g are from balancing the passive coordinates
+
+    balance="least_squares" (constrained_rnea's) takes the forces that balance the passive coordinates
+    in the least-squares sense where none does exactly, and says by how much in residual, residual_g;
+    "exact" raises then.
 
     The arguments are those of constrained_rnea (tau: the generalized forces of the forward dynamics,
     (..., nv), or None to leave a and lam_a out; up (3,): the ground normal in world axes, a unit vector,
@@ -62,24 +69,37 @@ def constrained_terms(model: Model, q, v, a, constraints, *, tau=None, base_pose
     """
     if solution not in SOLUTIONS:
         raise ValueError(f"solution: expected one of {SOLUTIONS}, got {solution!r}")
+    if balance not in BALANCES:
+        raise ValueError(f"balance: expected one of {BALANCES}, got {balance!r}")
     cs = constraint_set(model, constraints)
     up = _up(model, up)
     if fast and cs._fast is not None and solution != "unique":
-        out = _fast(model, cs, q, v, a, tau, base_pose, active, passive, solution, weights, up, tol)
+        out = _fast(model, cs, q, v, a, tau, base_pose, active, passive, solution, weights, up, tol, balance)
         if out is not None:
             return out
     common = dict(base_pose=base_pose, active=active, tol=tol, fast=fast)
-    tau_c, lam = constrained_rnea(model, q, v, a, cs, passive=passive, solution=solution, weights=weights, **common)
+    inverse = dict(passive=passive, solution=solution, weights=weights, balance=balance, **common)
+    tau_c, lam = constrained_rnea(model, q, v, a, cs, **inverse)
     rest = np.zeros(np.shape(v))
-    tau_g, lam_g = constrained_rnea(model, q, rest, rest, cs, passive=passive, solution=solution, weights=weights,
-                                    **common)
+    tau_g, lam_g = constrained_rnea(model, q, rest, rest, cs, **inverse)
     acc = lam_a = None
     if tau is not None:
         acc, lam_a = constrained_aba(model, q, v, tau, cs, **common)
     frames = constraint_frames(model, q, cs, base_pose=base_pose, fast=fast)
     normal, tangential = contact_forces(cs, lam, frames, up)
-    return ConstrainedTerms(rnea(model, q, v, a, base_pose=base_pose), tau_c, lam, tau_g, lam_g, acc, lam_a, frames,
-                            normal, tangential, constraint_wrenches(cs, lam))
+    tau_r = rnea(model, q, v, a, base_pose=base_pose)
+    A = np.where(cs.row_mask(active)[..., None], constraint_jacobian(model, q, cs, base_pose=base_pose), 0.0)
+    p = passive_mask(model, passive)
+    return ConstrainedTerms(tau_r, tau_c, lam, tau_g, lam_g, acc, lam_a, frames, normal, tangential,
+                            constraint_wrenches(cs, lam), _residual(A, lam, tau_r, p),
+                            _residual(A, lam_g, gravity(model, q, base_pose=base_pose), p))
+
+
+def _residual(A: np.ndarray, lam: np.ndarray, tau_r: np.ndarray, passive: np.ndarray) -> np.ndarray:
+    """|A_p^T lam - tau_r,p|_inf / max(1, |tau_r,p|_inf), (...,)."""
+    gap = np.einsum("...ri,...r->...i", A, lam)[..., passive] - tau_r[..., passive]
+    return np.abs(gap).max(axis=-1, initial=0.0) / np.maximum(1.0, np.abs(tau_r[..., passive]).max(axis=-1,
+                                                                                                  initial=0.0))
 
 
 _UP: "weakref.WeakKeyDictionary[Model, np.ndarray]" = weakref.WeakKeyDictionary()
@@ -112,8 +132,8 @@ def _one_kernel():
 
         vec, mat, flags = types.float64[::1], types.float64[:, ::1], types.boolean[::1]
         constrained_terms_one.compile(types.int64(types.int64, types.int64[::1], mat, vec, vec, vec, vec, vec, mat,
-                                                  flags, flags, vec, types.boolean, types.boolean, types.float64, vec,
-                                                  vec))
+                                                  flags, flags, vec, types.boolean, types.boolean, types.float64,
+                                                  types.boolean, vec, vec))
         constrained_terms_one.disable_compile()
         _one = constrained_terms_one
     return _one
@@ -121,7 +141,7 @@ def _one_kernel():
 
 class TermsLayout(NamedTuple):
     """Where each term of ConstrainedTerms sits in TermsKernel's output vector (frames: k 4x4 row-major,
-    wrench: k 6-vectors)."""
+    wrench: k 6-vectors, residual and residual_g: one entry each)."""
 
     tau_r: slice
     tau: slice
@@ -134,11 +154,13 @@ class TermsLayout(NamedTuple):
     normal: slice
     tangential: slice
     wrench: slice
+    residual: slice
+    residual_g: slice
 
 
 @functools.lru_cache(maxsize=64)
 def terms_layout(nv: int, m: int, k: int) -> TermsLayout:
-    sizes = (nv, nv, m, nv, m, nv, m, 16 * k, k, k, 6 * k)
+    sizes = (nv, nv, m, nv, m, nv, m, 16 * k, k, k, 6 * k, 1, 1)
     ends = np.cumsum(sizes).tolist()
     return TermsLayout(*(slice(end - size, end) for size, end in zip(sizes, ends)))
 
@@ -153,9 +175,11 @@ class TermsKernel:
     """
 
     def __init__(self, model: Model, constraints, *, passive=None, solution: str = "min_torque", weights=None,
-                 up=None, tol: float = 1e-6) -> None:
+                 up=None, tol: float = 1e-6, balance: str = "exact") -> None:
         if solution not in SOLUTIONS:
             raise ValueError(f"solution: expected one of {SOLUTIONS}, got {solution!r}")
+        if balance not in BALANCES:
+            raise ValueError(f"balance: expected one of {BALANCES}, got {balance!r}")
         self.model = model
         self.constraints = cs = constraint_set(model, constraints)
         self.up = _up(model, up)
@@ -165,19 +189,20 @@ class TermsKernel:
         args = kernel_arguments(model, cs, passive, solution, weights, tol) if cs._fast is not None else None
         if args is not None and solution != "unique":
             fm, fc = model._fast, cs._fast
-            self._static = (_one_kernel(), fm.handle, fc.ci, fc.cf, fc.scratch, *args, self.up, fm.fixed,
-                            fm.identity, fc.all_active)
+            self._static = (_one_kernel(), fm.handle, fc.ci, fc.cf, fc.scratch, *args, balance == "least_squares",
+                            self.up, fm.fixed, fm.identity, fc.all_active)
 
     def __call__(self, q, v, a, tau, base_pose, active, out) -> bool:
         if self._static is None:
             return False
-        kernel, handle, ci, cf, scratch, p, w, min_force, tol, up, fixed, identity, all_active = self._static
+        kernel, handle, ci, cf, scratch, p, w, min_force, tol, least_squares, up, fixed, identity, all_active = \
+            self._static
         if (base_pose is None) is not fixed:
             return False
         try:
             return kernel(handle, ci, cf, scratch, q, v, a, a if tau is None else tau,
                           identity if base_pose is None else base_pose, all_active if active is None else active,
-                          p, w, min_force, tau is not None, tol, up, out) == OK
+                          p, w, min_force, tau is not None, tol, least_squares, up, out) == OK
         except TypeError:  # not float64 vectors, a bool mask, a batch: constrained_terms
             return False
 
@@ -188,17 +213,18 @@ def _split(out: np.ndarray, layout: TermsLayout, has_tau: bool) -> ConstrainedTe
     return ConstrainedTerms(out[..., L.tau_r], out[..., L.tau], out[..., L.lam], out[..., L.tau_g], out[..., L.lam_g],
                             out[..., L.a] if has_tau else None, out[..., L.lam_a] if has_tau else None,
                             out[..., L.frames].reshape(lead + (-1, 4, 4)), out[..., L.normal], out[..., L.tangential],
-                            out[..., L.wrench].reshape(lead + (-1, 6)))
+                            out[..., L.wrench].reshape(lead + (-1, 6)), out[..., L.residual.start],
+                            out[..., L.residual_g.start])
 
 
-def _fast(model: Model, cs, q, v, a, tau, base_pose, active, passive, solution, weights, up, tol):
+def _fast(model: Model, cs, q, v, a, tau, base_pose, active, passive, solution, weights, up, tol, balance):
     """The compiled path: the terms, or None to let the functions one by one answer (or raise)."""
     fm, fc = model._fast, cs._fast
     args = kernel_arguments(model, cs, passive, solution, weights, tol)
     if args is None:
         return None
     p, w, min_force, tol = args
-    has_tau = tau is not None
+    has_tau, least_squares = tau is not None, balance == "least_squares"
     T = fm.identity if base_pose is None else base_pose
     size = terms_size(fm.nv, cs.m, cs.k)
     if (type(q) is _ndarray and type(v) is _ndarray and type(a) is _ndarray and type(T) is _ndarray
@@ -207,7 +233,8 @@ def _fast(model: Model, cs, q, v, a, tau, base_pose, active, passive, solution, 
         out = np.empty(size)
         try:
             status = _one_kernel()(fm.handle, fc.ci, fc.cf, fc.scratch, q, v, a, tau if has_tau else a, T,
-                                   fc.all_active if active is None else active, p, w, min_force, has_tau, tol, up, out)
+                                   fc.all_active if active is None else active, p, w, min_force, has_tau, tol,
+                                   least_squares, up, out)
         except TypeError:  # not float64 vectors, a bool mask: the general path
             return None
         return _split(out, terms_layout(fm.nv, cs.m, cs.k), has_tau) if status == OK else None
@@ -226,7 +253,7 @@ def _fast(model: Model, cs, q, v, a, tau, base_pose, active, passive, solution, 
         for b in range(B):
             if kernel(fm.handle, fc.ci, fc.cf, fc.scratch, batch.q[b], vb[b], ab[b], taub[b],
                       poses[b if len(poses) > 1 else 0], act[b if len(act) > 1 else 0], p, w, min_force, has_tau,
-                      tol, up, out[b]) != OK:
+                      tol, least_squares, up, out[b]) != OK:
                 return None
     except TypeError:  # a read-only mask or pose: the functions one by one
         return None
