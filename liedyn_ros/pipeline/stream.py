@@ -81,7 +81,9 @@ class RateLimitedWarner:
         self._last: dict[str, float] = {}
         self._held: dict[str, int] = {}
 
-    def warn(self, key: str, text: str) -> None:
+    def warn(self, key: str, text: str | Callable[[], str]) -> None:
+        """``text``, or a function giving it: a message that costs microseconds to format is then
+        formatted only when it is emitted, not for every sample it is held back."""
         now = self._clock()
         last = self._last.get(key)
         if last is not None and now - last < self._period:
@@ -90,7 +92,7 @@ class RateLimitedWarner:
         held = self._held.pop(key, 0)
         suffix = f" ({held} more since the last warning)" if held else ""
         self._last[key] = now
-        self._log(text + suffix)
+        self._log((text if isinstance(text, str) else text()) + suffix)
 
 
 class DynamicsPipeline:
@@ -371,7 +373,7 @@ class DynamicsPipeline:
             stats.contact_slipping += int(checks.slipping.sum())
             stats.contact_tipping += int(tipping.sum())
             stats.contact_unbalanced += int(checks.unbalanced)
-            self._warner.warn("contact_forces", (
+            self._warner.warn("contact_forces", lambda: (
                 "contact forces not physical: "
                 f"{stats.contact_pulling} pulling, {stats.contact_slipping} outside the friction cone "
                 f"(mu={self.config.friction_coefficient}), {stats.contact_tipping} tipping (centre of pressure "
