@@ -4,14 +4,13 @@ from __future__ import annotations
 import weakref
 
 import numpy as np
-from numba import types
 
-from ..checks import prepare
 from ..dynamics import aba
 from ..fast import OK
+from ..fast.entry import single
 from ..model import Model
 from .description import constraint_set
-from .state import batch_mask, setup, solve_psd
+from .state import per_sample, setup, solve_psd
 
 __all__ = ["constrained_aba", "unforced"]
 
@@ -75,21 +74,6 @@ def constrained_aba(model: Model, q, v, tau, constraints, *, base_pose=None, f_e
 
 
 _ndarray = np.ndarray
-_one = None
-
-
-def _one_kernel():
-    """The single-sample kernel, compiled for its one signature on first use (see fast.entry)."""
-    global _one
-    if _one is None:
-        from .fast import constrained_aba_one
-
-        vec, mat = types.float64[::1], types.float64[:, ::1]
-        constrained_aba_one.compile(types.int64(types.int64, types.int64[::1], mat, vec, vec, vec, vec, mat,
-                                                types.boolean[::1], vec, vec, vec))
-        constrained_aba_one.disable_compile()
-        _one = constrained_aba_one
-    return _one
 
 
 _PARAMS: dict = {}
@@ -119,32 +103,18 @@ def _fast(model: Model, cs, q, v, tau, base_pose, active, baumgarte, tol):
     if params is None:
         return None
     T = fm.identity if base_pose is None else base_pose
-    single = (type(q) is _ndarray and type(v) is _ndarray and type(tau) is _ndarray and type(T) is _ndarray
-              and q.ndim == 1 and (base_pose is None) is fm.fixed)
-    if single and (active is None or (type(active) is _ndarray and active.ndim == 1)):
+    one = (type(q) is _ndarray and type(v) is _ndarray and type(tau) is _ndarray and type(T) is _ndarray
+           and q.ndim == 1 and (base_pose is None) is fm.fixed)
+    if one and (active is None or (type(active) is _ndarray and active.ndim == 1)):
         a, lam = np.empty(fm.nv), np.empty(cs.m)
         try:
-            if _one_kernel()(fm.handle, fc.ci, fc.cf, fc.scratch, q, v, tau, T,
+            if single.constrained_aba_one(fm.handle, fc.ci, fc.cf, fc.scratch, q, v, tau, T,
                              fc.all_active if active is None else active, params, a, lam) == OK:
                 return a, lam
         except TypeError:  # not float64 vectors, a bool mask: the general path
             pass
         return None
-    # A batch: the single-sample kernel per sample (a compiled batch kernel would double the compile time
-    # of the largest kernel for a loop that costs a few microseconds per sample here).
-    batch = prepare(model, q, {"v": v, "tau": tau}, base_pose=base_pose)
-    B = batch.q.shape[0]
-    act = batch_mask(cs, batch, active)
-    if act is None:
-        return None
-    a, lam = np.empty((B, fm.nv)), np.empty((B, cs.m))
-    kernel, poses = _one_kernel(), batch.base_pose
-    vb, taub = batch.vectors
-    try:
-        for b in range(B):
-            if kernel(fm.handle, fc.ci, fc.cf, fc.scratch, batch.q[b], vb[b], taub[b],
-                      poses[b if len(poses) > 1 else 0], act[b if len(act) > 1 else 0], params, a[b], lam[b]) != OK:
-                return None
-    except TypeError:  # a read-only mask or pose: the reference
-        return None
-    return batch.restore(a), batch.restore(lam)
+    kernel = single.constrained_aba_one
+    out = per_sample(model, cs, q, {"v": v, "tau": tau}, base_pose, active, (fm.nv, cs.m),
+                     lambda *x: kernel(fm.handle, fc.ci, fc.cf, fc.scratch, *x[:5], params, *x[5:]))
+    return None if out is None else (out[0], out[1])

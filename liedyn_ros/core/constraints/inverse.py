@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from numba import types
 
-from ..checks import prepare
 from ..dynamics import rnea
 from ..fast import OK
+from ..fast.entry import single
 from ..model import Model
 from .description import constraint_set
-from .state import RANK_RTOL, batch_mask, setup
+from .state import RANK_RTOL, per_sample, setup
 
 __all__ = ["constrained_rnea", "passive_mask"]
 
@@ -139,21 +138,6 @@ def _pinv_solve(K: np.ndarray, rhs: np.ndarray, scale) -> np.ndarray:
 
 
 _ndarray = np.ndarray
-_one = None
-
-
-def _one_kernel():
-    """The single-sample kernel, compiled for its one signature on first use (see fast.entry)."""
-    global _one
-    if _one is None:
-        from .fast import constrained_rnea_one
-
-        vec, mat, flags = types.float64[::1], types.float64[:, ::1], types.boolean[::1]
-        constrained_rnea_one.compile(types.int64(types.int64, types.int64[::1], mat, vec, vec, vec, vec, mat, flags,
-                                                 flags, vec, types.boolean, types.float64, vec, vec))
-        constrained_rnea_one.disable_compile()
-        _one = constrained_rnea_one
-    return _one
 
 
 def kernel_arguments(model: Model, cs, passive, solution: str, weights, tol):
@@ -182,25 +166,12 @@ def _fast(model: Model, cs, q, v, a, base_pose, passive, solution, weights, acti
             and (active is None or (type(active) is _ndarray and active.ndim == 1))):
         tau, lam = np.empty(fm.nv), np.empty(cs.m)
         try:
-            status = _one_kernel()(fm.handle, fc.ci, fc.cf, fc.scratch, q, v, a, T,
+            status = single.constrained_rnea_one(fm.handle, fc.ci, fc.cf, fc.scratch, q, v, a, T,
                                    fc.all_active if active is None else active, p, w, min_force, tol, tau, lam)
         except (TypeError, ValueError):  # not float64 vectors or a boolean mask: the general path
             return None
         return (tau, lam) if status == OK else None
-    # A batch (the replay's blocks): the single-sample kernel per sample, as constrained_aba does.
-    batch = prepare(model, q, {"v": v, "a": a}, base_pose=base_pose)
-    B = batch.q.shape[0]
-    act = batch_mask(cs, batch, active)
-    if act is None:
-        return None
-    tau, lam = np.empty((B, fm.nv)), np.empty((B, cs.m))
-    kernel, poses = _one_kernel(), batch.base_pose
-    vb, ab = batch.vectors
-    try:
-        for b in range(B):
-            if kernel(fm.handle, fc.ci, fc.cf, fc.scratch, batch.q[b], vb[b], ab[b], poses[b if len(poses) > 1 else 0],
-                      act[b if len(act) > 1 else 0], p, w, min_force, tol, tau[b], lam[b]) != OK:
-                return None
-    except TypeError:  # a read-only mask or pose: the reference
-        return None
-    return batch.restore(tau), batch.restore(lam)
+    kernel = single.constrained_rnea_one
+    out = per_sample(model, cs, q, {"v": v, "a": a}, base_pose, active, (fm.nv, cs.m),
+                     lambda *x: kernel(fm.handle, fc.ci, fc.cf, fc.scratch, *x[:5], p, w, min_force, tol, *x[5:]))
+    return None if out is None else (out[0], out[1])

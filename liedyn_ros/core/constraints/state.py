@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import Batch, prepare
+from ..fast import OK
 from ..fast.threads import run_batch
 from ..model import Model
 from .description import ConstraintSet, constraint_set
@@ -96,3 +97,27 @@ def batch_mask(cs: ConstraintSet, batch: Batch, active) -> np.ndarray | None:
         return np.ascontiguousarray(np.broadcast_to(mask, batch.shape + (cs.k,)).reshape(batch.q.shape[0], cs.k))
     except ValueError:
         return None
+
+
+def per_sample(model: Model, cs: ConstraintSet, q, vectors: dict, base_pose, active, sizes: tuple, step
+               ) -> list | None:
+    """A batch through a single-sample kernel (a compiled batch kernel would double the compile time of
+    the largest kernels for a loop that costs a microsecond per sample here): step(q_b, *vectors_b,
+    pose_b, active_b, *outputs_b) per sample, returning OK; outputs of `sizes` floats per sample, in the
+    caller's batch shape. None when the kernel declines a sample or an argument (the readable path then
+    answers, or words the error)."""
+    batch = prepare(model, q, vectors, base_pose=base_pose)
+    B = batch.q.shape[0]
+    act = batch_mask(cs, batch, active)
+    if act is None:
+        return None
+    outs = [np.empty((B, size)) for size in sizes]
+    poses, one_pose, one_mask = batch.base_pose, len(batch.base_pose) == 1, len(act) == 1
+    try:
+        for b in range(B):
+            if step(batch.q[b], *(x[b] for x in batch.vectors), poses[0 if one_pose else b], act[0 if one_mask else b],
+                    *(out[b] for out in outs)) != OK:
+                return None
+    except TypeError:  # a read-only mask or pose
+        return None
+    return [batch.restore(out) for out in outs]

@@ -6,18 +6,17 @@ import weakref
 from typing import NamedTuple
 
 import numpy as np
-from numba import types
 
-from ..checks import prepare
 from ..dynamics import gravity, rnea
 from ..fast import OK
+from ..fast.entry import single
 from ..model import Model
 from .description import constraint_set
 from .fast import terms_size
 from .forward import constrained_aba
 from .inverse import BALANCES, SOLUTIONS, constrained_rnea, kernel_arguments, passive_mask
 from .jacobian import constraint_frames, constraint_jacobian
-from .state import batch_mask
+from .state import per_sample
 from .wrenches import constraint_wrenches, contact_forces
 
 __all__ = ["ConstrainedTerms", "TermsKernel", "TermsLayout", "constrained_terms", "terms_layout"]
@@ -121,22 +120,6 @@ def _up(model: Model, up) -> np.ndarray:
 
 
 _ndarray = np.ndarray
-_one = None
-
-
-def _one_kernel():
-    """The single-sample kernel, compiled for its one signature on first use (see fast.entry)."""
-    global _one
-    if _one is None:
-        from .fast import constrained_terms_one
-
-        vec, mat, flags = types.float64[::1], types.float64[:, ::1], types.boolean[::1]
-        constrained_terms_one.compile(types.int64(types.int64, types.int64[::1], mat, vec, vec, vec, vec, vec, mat,
-                                                  flags, flags, vec, types.boolean, types.boolean, types.float64,
-                                                  types.boolean, vec, vec))
-        constrained_terms_one.disable_compile()
-        _one = constrained_terms_one
-    return _one
 
 
 class TermsLayout(NamedTuple):
@@ -189,7 +172,7 @@ class TermsKernel:
         args = kernel_arguments(model, cs, passive, solution, weights, tol) if cs._fast is not None else None
         if args is not None and solution != "unique":
             fm, fc = model._fast, cs._fast
-            self._static = (_one_kernel(), fm.handle, fc.ci, fc.cf, fc.scratch, *args, balance == "least_squares",
+            self._static = (single.constrained_terms_one, fm.handle, fc.ci, fc.cf, fc.scratch, *args, balance == "least_squares",
                             self.up, fm.fixed, fm.identity, fc.all_active)
 
     def __call__(self, q, v, a, tau, base_pose, active, out) -> bool:
@@ -232,29 +215,18 @@ def _fast(model: Model, cs, q, v, a, tau, base_pose, active, passive, solution, 
             and (active is None or (type(active) is _ndarray and active.ndim == 1))):
         out = np.empty(size)
         try:
-            status = _one_kernel()(fm.handle, fc.ci, fc.cf, fc.scratch, q, v, a, tau if has_tau else a, T,
+            status = single.constrained_terms_one(fm.handle, fc.ci, fc.cf, fc.scratch, q, v, a, tau if has_tau else a, T,
                                    fc.all_active if active is None else active, p, w, min_force, has_tau, tol,
                                    least_squares, up, out)
         except TypeError:  # not float64 vectors, a bool mask: the general path
             return None
         return _split(out, terms_layout(fm.nv, cs.m, cs.k), has_tau) if status == OK else None
-    # A batch: the single-sample kernel per sample (microseconds each, against a millisecond in numpy).
-    vectors = {"v": v, "a": a} if tau is None else {"v": v, "a": a, "tau": tau}
-    batch = prepare(model, q, vectors, base_pose=base_pose)
-    B = batch.q.shape[0]
-    act = batch_mask(cs, batch, active)
-    if act is None:
-        return None
-    out = np.empty((B, size))
-    kernel, poses = _one_kernel(), batch.base_pose
-    vb, ab = batch.vectors[:2]
-    taub = batch.vectors[2] if has_tau else ab
-    try:
-        for b in range(B):
-            if kernel(fm.handle, fc.ci, fc.cf, fc.scratch, batch.q[b], vb[b], ab[b], taub[b],
-                      poses[b if len(poses) > 1 else 0], act[b if len(act) > 1 else 0], p, w, min_force, has_tau,
-                      tol, least_squares, up, out[b]) != OK:
-                return None
-    except TypeError:  # a read-only mask or pose: the functions one by one
-        return None
-    return _split(batch.restore(out), terms_layout(fm.nv, cs.m, cs.k), has_tau)
+    kernel, vectors = single.constrained_terms_one, {"v": v, "a": a} if tau is None else {"v": v, "a": a, "tau": tau}
+
+    def step(qb, vb, ab, *rest):  # rest: (tau_b,) pose_b, active_b, out_b
+        taub = rest[0] if has_tau else ab
+        return kernel(fm.handle, fc.ci, fc.cf, fc.scratch, qb, vb, ab, taub, *rest[-3:-1], p, w, min_force, has_tau,
+                      tol, least_squares, up, rest[-1])
+
+    out = per_sample(model, cs, q, vectors, base_pose, active, (terms_size(fm.nv, cs.m, cs.k),), step)
+    return None if out is None else _split(out[0], terms_layout(fm.nv, cs.m, cs.k), has_tau)

@@ -22,11 +22,22 @@ _WRENCH = types.float64[:, :, ::1]  # f_body (1, nb, 6)
 
 def _signature(name: str) -> tuple:
     """(kernel, its one signature) by name."""
+    from ..constraints import fast as constraints
     from ..derivatives import fast as derivatives, time_fast
     from . import aba, coriolis, crba, observer, regressor, rnea
 
     model = types.int64  # FastModel.handle
+    ints, flags, b, f = types.int64[::1], types.boolean[::1], types.boolean, types.float64
     return {
+        # constraints: (handle, ci, cf, scratch, ...) of core.constraints.fast.FastConstraints
+        "constrained_aba_one": (constraints.constrained_aba_one,
+                                types.int64(model, ints, _MAT, _VEC, _VEC, _VEC, _VEC, _MAT, flags, _VEC, _VEC, _VEC)),
+        "constrained_rnea_one": (constraints.constrained_rnea_one,
+                                 types.int64(model, ints, _MAT, _VEC, _VEC, _VEC, _VEC, _MAT, flags, flags, _VEC, b, f,
+                                             _VEC, _VEC)),
+        "constrained_terms_one": (constraints.constrained_terms_one,
+                                  types.int64(model, ints, _MAT, _VEC, _VEC, _VEC, _VEC, _VEC, _MAT, flags, flags, _VEC,
+                                              b, b, f, b, _VEC, _VEC)),
         "rnea_one": (rnea.rnea_one, types.int64(model, _VEC, _VEC, _VEC, _MAT, _VEC)),
         "gravity_one": (rnea.gravity_one, types.int64(model, _VEC, _MAT, _VEC)),
         "mass_matrix_one": (crba.mass_matrix_one, types.int64(model, _VEC, _MAT, _MAT)),
