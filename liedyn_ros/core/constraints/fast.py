@@ -68,13 +68,29 @@ class FastConstraints:
 
 
 def scratch_size(nb: int, nv: int, m: int) -> int:
-    """Floats of the blocks constrained_terms_sample takes (L, S, 3 vectors, A, Y, Z, K, H, 2 m-vectors; the
-    other kernels take fewer) followed by contact_terms' (8 per-body blocks, h, f)."""
+    """Floats of sample_blocks: L, S, 3 vectors, A, Y, Z, K, H, 2 m-vectors, followed by contact_terms' (8
+    per-body blocks, h, f)."""
     return 2 * nv * nv + 3 * nv + 3 * m * nv + 2 * m * m + 2 * m + terms_scratch_size(nb)
 
 
 def terms_scratch_size(nb: int) -> int:
     return 48 * (nb + 1) + 24
+
+
+@ijit
+def sample_blocks(sc, nv, m, n_p):
+    """The single-sample scratch (scratch_size): L (nv, nv), S (n_p, n_p) in an (nv, nv) block, vecs (3, nv),
+    A, Y (m, nv), Z (nv, m), K, H (m, m), mvecs (2, m), and after them contact_terms' scratch."""
+    L, o = block(sc, 0, nv, nv)
+    S, o = block(sc, o, n_p, n_p)
+    vecs, o = block(sc, o + nv * nv - n_p * n_p, 3, nv)
+    A, o = block(sc, o, m, nv)
+    Y, o = block(sc, o, m, nv)
+    Z, o = block(sc, o, nv, m)
+    K, o = block(sc, o, m, m)
+    H, o = block(sc, o, m, m)
+    mvecs, o = block(sc, o, 2, m)
+    return L, S, vecs, A, Y, Z, K, H, mvecs, reshaped(sc, o, (sc.shape[0] - o,))
 
 
 @ijit
@@ -400,17 +416,12 @@ def constrained_aba_sample(mf, mi, ws, ci, cf, sc, q, v, tau, T, active, params,
     nb, n, nv = sizes(mi)
     m = ci[1]
     parent = ci[2:2 + nv]
-    L, o = block(sc, 0, nv, nv)
-    vecs, o = block(sc, o, 3, nv)
-    A, o = block(sc, o, m, nv)
-    Y, o = block(sc, o, m, nv)
-    K, o = block(sc, o, m, m)
-    mvecs, o = block(sc, o, 2, m)
+    L, _, vecs, A, Y, _, K, _, mvecs, terms_sc = sample_blocks(sc, nv, m, 0)
     b, x, zero = vecs[0], vecs[1], vecs[2]
     c, bias = mvecs[0], mvecs[1]
     for i in range(nv):
         zero[i] = 0.0
-    contact_terms(mf, mi, ci, cf, reshaped(sc, o, (sc.shape[0] - o,)), q, v, T, active, A, c)
+    contact_terms(mf, mi, ci, cf, terms_sc, q, v, T, active, A, c)
     kd, tol = params[1], params[2]
     for r in range(m):
         Av = dot(A[r], v)
@@ -665,23 +676,16 @@ def constrained_rnea_sample(mf, mi, ws, ci, cf, sc, q, v, a, T, active, passive,
     nb, n, nv = sizes(mi)
     m = ci[1]
     n_p = passive_count(passive)
-    S, o = block(sc, 0, n_p, n_p)
-    o = o + nv * nv - n_p * n_p
-    mu, o = block(sc, o, 1, nv)
-    A, o = block(sc, o, m, nv)
-    Z, o = block(sc, o, nv, m)  # L^-1 G^T (m, n_p) at its start
-    H, o = block(sc, o, m, m)
-    C, o = block(sc, o, m, nv)
-    mvecs, o = block(sc, o, 2, m)
-    c, g = mvecs[0], mvecs[1]
+    _, S, vecs, A, C, Z, _, H, mvecs, terms_sc = sample_blocks(sc, nv, m, n_p)
+    mu, c, g = vecs[0], mvecs[0], mvecs[1]
     rnea_sample(mf, mi, ws, q, v, a, T, np.empty((0, nb, 6)), np.empty((0, 6)), 0, tau)
-    contact_terms(mf, mi, ci, cf, reshaped(sc, o, (sc.shape[0] - o,)), q, v, T, active, A, c)
+    contact_terms(mf, mi, ci, cf, terms_sc, q, v, T, active, A, c)
     if not off_constraints(A, v, tol) <= tol:
         return VIOLATED
     mode, V = inverse_factor(ci, A, active, passive, w, min_force, S, Z, H, reshaped(C, 0, (m * nv,)), False)
     if mode == 0:
         return SINGULAR
-    inverse_solve(A, passive, w, min_force, S, Z, H, mode, V, tau, g, mu[0], lam)
+    inverse_solve(A, passive, w, min_force, S, Z, H, mode, V, tau, g, mu, lam)
     return OK
 
 
@@ -753,19 +757,9 @@ def constrained_terms_sample(mf, mi, ws, ci, cf, sc, q, v, a, tau, T, active, pa
     k, m = ci[0], ci[1]
     parent = ci[2:2 + nv]
     n_p = passive_count(passive)
-    L, o = block(sc, 0, nv, nv)
-    S, o = block(sc, o, n_p, n_p)
-    o = o + nv * nv - n_p * n_p
-    vecs, o = block(sc, o, 3, nv)
-    A, o = block(sc, o, m, nv)
-    Y, o = block(sc, o, m, nv)
-    Z, o = block(sc, o, nv, m)
-    K, o = block(sc, o, m, m)
-    H, o = block(sc, o, m, m)
-    mvecs, o = block(sc, o, 2, m)
+    L, S, vecs, A, Y, Z, K, H, mvecs, terms_sc = sample_blocks(sc, nv, m, n_p)
     zero, x, mu = vecs[0], vecs[1], vecs[2]
     c, g = mvecs[0], mvecs[1]
-    terms_sc = reshaped(sc, o, (sc.shape[0] - o,))
     tau_r, tau_c, lam = reshaped(out, 0, (nv,)), reshaped(out, nv, (nv,)), reshaped(out, 2 * nv, (m,))
     tau_g, lam_g = reshaped(out, 2 * nv + m, (nv,)), reshaped(out, 3 * nv + m, (m,))
     acc, lam_a = reshaped(out, 3 * nv + 2 * m, (nv,)), reshaped(out, 4 * nv + 2 * m, (m,))
