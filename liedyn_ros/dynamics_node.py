@@ -265,7 +265,7 @@ class DynamicsNode(Node):
         self._pipeline = pipeline
         self._wire_odometry(model.floating_base)
         self._wire_contacts(config)
-        if not pipeline.constrained:
+        if pipeline.loops is None:
             # The first samples run on the reference implementation while numba compiles.
             pipeline.start_warmup()
             ready = "compiled kernels building in the background" if pipeline.warming_up else "compiled kernels loaded"

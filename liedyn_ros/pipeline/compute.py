@@ -154,6 +154,7 @@ def compute_contact_outputs(
     solution: str = "min_torque",
     ff_state: tuple[FloatArray, FloatArray] | None = None,
     friction: Any = None,
+    algorithms: Any = None,
 ) -> DynamicsOutputs:
     """:func:`compute_outputs` with the active contacts (..., k) holding their points still.
 
@@ -165,8 +166,13 @@ def compute_contact_outputs(
     contact velocity is not checked (tol=inf); when no contact force balances the base (two
     feet and a rotation about the line through them in the estimated acceleration), the forces
     balance it in the least-squares sense (``solution`` taken among those) and the sample is
-    flagged ``checks.unbalanced``. ``friction`` as in :func:`compute_outputs`.
+    flagged ``checks.unbalanced``. ``friction`` and ``algorithms`` as in :func:`compute_outputs`
+    (``core.reference``: the core's functions with fast=False, no compiled code at all, while the
+    kernels are being built).
     """
+    if algorithms is not None:
+        return _general_contact_outputs(model, contacts, q, v, a, effort, base_pose, np.asarray(active, dtype=bool),
+                                        solution, ff_state, friction, fast=False)
     if ff_state is None and type(active) is np.ndarray and active.ndim == 1:  # the kernel declines flight
         one = _one_contact_sample(model, contacts, q, v, a, effort, base_pose, active, solution, friction)
         if one is not None:
@@ -230,10 +236,11 @@ def _contact_batch(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray,
 def _general_contact_outputs(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray, a: FloatArray,
                              effort: FloatArray | None, base_pose: FloatArray | None, active: NDArray[np.bool_],
                              solution: str, ff_state: tuple[FloatArray, FloatArray] | None,
-                             friction: Any) -> DynamicsOutputs:
+                             friction: Any, fast: bool = True) -> DynamicsOutputs:
     """compute_contact_outputs by the core's functions one by one: any batch, the reference source,
-    and the samples the compiled sample declines."""
-    free = compute_outputs(model, q, v, a, effort, base_pose, ff_state=ff_state, friction=friction)
+    and the samples the compiled sample declines; fast=False: their readable paths only."""
+    free = compute_outputs(model, q, v, a, effort, base_pose, ff_state=ff_state, friction=friction,
+                           algorithms=None if fast else core.reference)
     wrench = np.zeros(active.shape + (6,))
     unbalanced = np.zeros(active.shape[:-1], dtype=bool)
     out = free._replace(contact_active=active, contact_wrench=wrench, tau_free=free.tau_ff)
@@ -245,14 +252,14 @@ def _general_contact_outputs(model: Any, contacts: Contacts, q: FloatArray, v: F
         tau_ff, tau_g = np.array(free.tau_ff), np.array(free.tau_g)
         rest = np.zeros_like(v[take])
         if active.ndim == 1:  # one sample: two calls on the core's single-sample compiled path
-            motion = contact_torques(model, contacts, q_ff, v_ff, a, pose, active, solution)
-            tau_g[take] = contact_torques(model, contacts, q, rest, rest, pose, active, solution)[0]
+            motion = contact_torques(model, contacts, q_ff, v_ff, a, pose, active, solution, fast)
+            tau_g[take] = contact_torques(model, contacts, q, rest, rest, pose, active, solution, fast)[0]
             tau_ff[take], lam, unbalanced[take] = motion
         else:  # a batch: the motion and the robot at rest (gravity) in one call, one constraint evaluation
             both = contact_torques(
                 model, contacts, np.stack((q_ff[take], q[take])), np.stack((v_ff[take], rest)),
                 np.stack((a[take], rest)), None if pose is None else np.stack((pose, pose)),
-                np.stack((active[take], active[take])), solution)
+                np.stack((active[take], active[take])), solution, fast)
             tau_ff[take], tau_g[take], lam, unbalanced[take] = both[0][0], both[0][1], both[1][0], both[2][0]
         if friction is not None:  # compensated on the contact-consistent torques too
             tau_ff[take] += core.friction_torque(friction, v_ff[take][..., model.nv - model.n:])
@@ -260,8 +267,8 @@ def _general_contact_outputs(model: Any, contacts: Contacts, q: FloatArray, v: F
         wrench[~active] = 0.0  # the core's inactive rows are zero up to rounding
         out = out._replace(tau_ff=tau_ff, tau_g=tau_g)
         if effort is not None and free.qdd_pred is not None:
-            out = constrained_predictions(model, contacts, q, v, effort, base_pose, active, rows, out)
-    pulling, slipping = check_wrenches(model, contacts, q, base_pose, wrench, active)
+            out = constrained_predictions(model, contacts, q, v, effort, base_pose, active, rows, out, fast)
+    pulling, slipping = check_wrenches(model, contacts, q, base_pose, wrench, active, fast)
     return out._replace(checks=ContactChecks(pulling, slipping, unbalanced))
 
 
@@ -299,22 +306,23 @@ def _one_contact_sample(model: Any, contacts: Contacts, q: FloatArray, v: FloatA
 
 
 def contact_torques(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray, a: FloatArray,
-                    base_pose: FloatArray | None, active: NDArray[np.bool_], solution: str
+                    base_pose: FloatArray | None, active: NDArray[np.bool_], solution: str, fast: bool = True
                     ) -> tuple[FloatArray, FloatArray, NDArray[np.bool_]]:
     """(tau (..., n), lam (..., m), unbalanced (...,)): the joint torques and contact forces that
     realise (q, v, a), by core.constrained_rnea; where no contact force balances the base exactly
     (flagged unbalanced), the forces balance it in the least-squares sense and ``solution`` is
-    taken among those (balance="least_squares", as the compiled contact sample does)."""
+    taken among those (balance="least_squares", as the compiled contact sample does). fast=False:
+    the core's readable paths only."""
     nb, cs = model.nv - model.n, contacts.on(model)
     try:
         tau, lam = core.constrained_rnea(model, q, v, a, cs, base_pose=base_pose, active=active,
-                                         solution=solution, tol=np.inf)
+                                         solution=solution, tol=np.inf, fast=fast)
         return tau[..., nb:], lam, np.zeros(np.shape(q)[:-1], dtype=bool)
     except ValueError:  # the inputs passed compute_outputs: no force balances the base
         pass
     tau, lam = core.constrained_rnea(model, q, v, a, cs, base_pose=base_pose, active=active, solution=solution,
-                                     tol=np.inf, balance="least_squares")
-    tau_b = core.rnea(model, q, v, a, base_pose=base_pose)[..., :nb]
+                                     tol=np.inf, balance="least_squares", fast=fast)
+    tau_b = (core if fast else core.reference).rnea(model, q, v, a, base_pose=base_pose)[..., :nb]
     A_b = core.constraint_jacobian(model, q, cs, base_pose=base_pose)[..., :nb]
     gap = tau_b - np.einsum("...mi,...m->...i", A_b, lam)
     scale = np.maximum(1.0, np.abs(tau_b).max(axis=-1, initial=0.0))
@@ -323,9 +331,9 @@ def contact_torques(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray
 
 def constrained_predictions(model: Any, contacts: Any, q: FloatArray, v: FloatArray, effort: FloatArray,
                             base_pose: FloatArray | None, active: NDArray[np.bool_], rows: NDArray[np.bool_],
-                            out: DynamicsOutputs) -> DynamicsOutputs:
+                            out: DynamicsOutputs, fast: bool = True) -> DynamicsOutputs:
     """constrained_aba on the rows in contact that have efforts (the base passive); ``contacts``
-    a Contacts or a loops.Loops (their constraint set ``on(model)``)."""
+    a Contacts or a loops.Loops (their constraint set ``on(model)``); fast=False: its readable path."""
     assert out.qdd_pred is not None
     nb = model.nv - model.n
     tau = np.concatenate((np.zeros(effort.shape[:-1] + (nb,)), effort), axis=-1)
@@ -334,7 +342,7 @@ def constrained_predictions(model: Any, contacts: Any, q: FloatArray, v: FloatAr
         sel = rows & np.isfinite(effort).all(axis=-1)
         if not sel.any():
             return out
-    acc, _ = core.constrained_aba(model, q[sel], v[sel], tau[sel], contacts.on(model), tol=np.inf,
+    acc, _ = core.constrained_aba(model, q[sel], v[sel], tau[sel], contacts.on(model), tol=np.inf, fast=fast,
                                   base_pose=None if base_pose is None else base_pose[sel], active=active[sel])
     qdd = np.array(out.qdd_pred)
     qdd[sel] = acc[..., nb:]

@@ -224,9 +224,10 @@ def pair_contact_state(stamp_ns: int, state: ContactState | None, max_age_s: flo
 # --------------------------------------------------------------------------------------
 
 
-def contact_frames(model: Any, contacts: Contacts, q: FloatArray, base_pose: FloatArray | None) -> FloatArray:
+def contact_frames(model: Any, contacts: Contacts, q: FloatArray, base_pose: FloatArray | None,
+                   fast: bool = True) -> FloatArray:
     """World poses T_world_C of the contact frames, (..., k, 4, 4) (core.constraint_frames)."""
-    return core.constraint_frames(model, q, contacts.on(model), base_pose=base_pose)
+    return core.constraint_frames(model, q, contacts.on(model), base_pose=base_pose, fast=fast)
 
 
 def kinematic_contacts(contacts: Contacts, T_wc: FloatArray, point_velocity: FloatArray,
@@ -321,9 +322,9 @@ def check_tipping(contacts: Contacts, wrench: FloatArray, active: BoolArray, pul
 
 
 def check_wrenches(model: Any, contacts: Contacts, q: FloatArray, base_pose: FloatArray | None,
-                   wrench: FloatArray, active: BoolArray) -> tuple[BoolArray, BoolArray]:
+                   wrench: FloatArray, active: BoolArray, fast: bool = True) -> tuple[BoolArray, BoolArray]:
     """:func:`check_forces` of contact wrenches (..., k, 6) at the configuration q (frames computed here)."""
-    T_wc = contact_frames(model, contacts, q, base_pose)
+    T_wc = contact_frames(model, contacts, q, base_pose, fast)
     normal, tangential = core.contact_forces(contacts.on(model), stacked_forces(contacts, wrench), T_wc, contacts.up)
     return check_forces(contacts, normal, tangential, active)
 

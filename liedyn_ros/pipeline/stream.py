@@ -9,7 +9,7 @@ import numpy as np
 
 from liedyn_ros import core
 from liedyn_ros.core import SingularInertiaError, reference
-from liedyn_ros.core.fast.warmup import NODE_KERNELS, KernelWarmup
+from liedyn_ros.core.fast.warmup import CONTACT_KERNELS, NODE_KERNELS, KernelWarmup
 from liedyn_ros.pipeline.compute import DynamicsOutputs, compute_contact_outputs, compute_outputs, prepare_kernels
 from liedyn_ros.pipeline.config import (
     NS_PER_S, AccelerationSource, ContactSource, FloatArray, Logger, PipelineConfig, SkipReason,
@@ -342,18 +342,12 @@ class DynamicsPipeline:
             out = compute_loop_outputs(model, self.loops, q, v, a, effort, pose, active,
                                        solution=self.config.contact_solution, ff_state=ff_state, friction=friction)
         elif self.contacts is None or active is None:
-            algorithms = None  # the core's compiled kernels
-            if self._warmup is not None:
-                if self._warmup.ready():
-                    self._warmup = None
-                else:
-                    algorithms = reference
-                    self.stats.reference_samples += 1
             return compute_outputs(model, q, v, a, effort, pose, ff_state=ff_state, friction=friction,
-                                   algorithms=algorithms)
+                                   algorithms=self._algorithms())
         else:
             out = compute_contact_outputs(model, self.contacts, q, v, a, effort, pose, active,
-                                          solution=self.config.contact_solution, ff_state=ff_state, friction=friction)
+                                          solution=self.config.contact_solution, ff_state=ff_state, friction=friction,
+                                          algorithms=self._algorithms())
         checks, stats, contacts = out.checks, self.stats, self.contacts
         if checks is None:
             return out
@@ -381,6 +375,16 @@ class DynamicsPipeline:
                 f"so far; latest: {_offenders(stats)}"))
         return out
 
+    def _algorithms(self) -> Any:
+        """None (the core's compiled kernels), or core.reference while they are being built."""
+        if self._warmup is None:
+            return None
+        if self._warmup.ready():
+            self._warmup = None
+            return None
+        self.stats.reference_samples += 1
+        return reference
+
     def _active_contacts(self, sample: JointSample, v: FloatArray, pose: FloatArray | None) -> np.ndarray | SkipReason | None:
         """The active contacts for this sample per ``contact_source``; None without contacts."""
         contacts, cfg = self.contacts, self.config
@@ -395,7 +399,7 @@ class DynamicsPipeline:
             assert self._sensors is not None
             state = self._sensors.state(sample.stamp_ns, cfg.contact_max_age)
         else:
-            T_wc = contact_frames(self.model, contacts, sample.q, pose)
+            T_wc = contact_frames(self.model, contacts, sample.q, pose, fast=self._warmup is None)
             A = core.constraint_jacobian(self.model, sample.q, contacts.on(self.model), base_pose=pose)
             Av = A @ v
             # The linear rows of each contact: all 3 of a point, the last 3 of a flat contact.
@@ -410,12 +414,13 @@ class DynamicsPipeline:
     def start_warmup(self, warmup: KernelWarmup | None = None) -> None:
         """Build the single-sample kernels in a child process (``warmup``, by default a new
         core.fast.warmup.KernelWarmup) and compute the samples with the reference implementation
-        until they are ready: the first output comes without waiting for numba. Contacts use
-        more kernels: call prepare_kernels for them (and for loops)."""
-        if self.constrained:
-            raise ValueError("start_warmup: a pipeline with contacts or loops needs prepare_kernels")
-        observer = ("observer_one",) if self.config.external_torque_observer else ()
-        self._warmup = warmup or KernelWarmup(NODE_KERNELS + observer)
+        until they are ready: the first output comes without waiting for numba (with contacts, the
+        core's constrained functions on their readable paths, milliseconds per sample). Loop
+        closures run on the numpy path anyway: call prepare_kernels for them."""
+        if self.loops is not None:
+            raise ValueError("start_warmup: a pipeline with loop closures needs prepare_kernels")
+        names = NODE_KERNELS + (("observer_one",) if self.config.external_torque_observer else ())
+        self._warmup = warmup or KernelWarmup(names + (CONTACT_KERNELS if self.contacts is not None else ()))
 
     @property
     def constrained(self) -> bool:

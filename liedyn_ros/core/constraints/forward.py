@@ -5,6 +5,7 @@ import weakref
 
 import numpy as np
 
+from .. import reference
 from ..dynamics import aba
 from ..fast import OK
 from ..fast.entry import single
@@ -62,9 +63,10 @@ def constrained_aba(model: Model, q, v, tau, constraints, *, base_pose=None, f_e
             return out
     pb = setup(model, q, {"v": v, "tau": tau}, cs, base_pose, active, tol, fast)
     B, t = pb.batch.q.shape[0], pb.terms
-    a_r = aba(model, q, v, tau, base_pose=base_pose, f_ext=f_ext).reshape(B, model.nv)
+    forward = aba if fast else reference.aba  # fast=False: no compiled code at all
+    a_r = forward(model, q, v, tau, base_pose=base_pose, f_ext=f_ext).reshape(B, model.nv)
     pose = pb.pose()
-    Y = aba(unforced(model), pb.batch.q[:, None, :], np.zeros(model.nv), t.A,
+    Y = forward(unforced(model), pb.batch.q[:, None, :], np.zeros(model.nv), t.A,
             base_pose=None if pose is None else pose[:, None])  # (B, m, nv): row i = (M^-1 A^T)_i
     K = t.A @ np.swapaxes(Y, -1, -2)
     lam = -solve_psd(K, np.einsum("bij,bj->bi", t.A, a_r) + t.c + baumgarte_terms(t, baumgarte))

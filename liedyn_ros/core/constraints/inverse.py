@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 
+from .. import reference
 from ..dynamics import rnea
 from ..fast import OK
 from ..fast.entry import single
@@ -65,7 +66,7 @@ def constrained_rnea(model: Model, q, v, a, constraints, *, base_pose=None, pass
     lam (..., m), what each constraint applies to the robot in its frame (zero when inactive).
     Contacts on a model without mimic joints run compiled (constraints.fast: the same minimisers by
     Cholesky factors where they are unique) unless fast=False; ties, "unique", f_ext, loops and
-    errors run this readable path.
+    errors run this readable path. fast=False runs no compiled code at all (core.reference's rnea).
     """
     if solution not in SOLUTIONS:
         raise ValueError(f"solution: expected one of {SOLUTIONS}, got {solution!r}")
@@ -79,7 +80,7 @@ def constrained_rnea(model: Model, q, v, a, constraints, *, base_pose=None, pass
     p = passive_mask(model, passive)
     pb = setup(model, q, {"v": v, "a": a}, cs, base_pose, active, tol, fast)
     B, A = pb.batch.q.shape[0], pb.terms.A
-    tau_r = rnea(model, q, v, a, base_pose=base_pose, f_ext=f_ext).reshape(B, model.nv)
+    tau_r = (rnea if fast else reference.rnea)(model, q, v, a, base_pose=base_pose, f_ext=f_ext).reshape(B, model.nv)
     G = np.swapaxes(A[:, :, p], -1, -2)  # A_p^T, (B, n_p, m)
     U, s, Vt = np.linalg.svd(G, full_matrices=True)
     r = s > RANK_RTOL * s.max(axis=-1, keepdims=True, initial=0.0)  # (B, min(n_p, m))

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import Batch, prepare
+from ..fast.entry import single
 from ..model import Model
 from ..reference.kinematics import bias_accelerations, joint_transforms, split, velocities
 from ..spatial import Ad, Ad_inv, ad, inv_se3, log_se3
@@ -171,14 +172,15 @@ def constraint_frames(model: Model, q, constraints, *, base_pose=None, fast: boo
     fc = cs._fast
     if (fast and fc is not None and model.floating_base and type(q) is np.ndarray and type(base_pose) is np.ndarray
             and q.dtype == base_pose.dtype == np.float64 and q.ndim >= 1 and base_pose.shape[:-2] == q.shape[:-1]):
-        from .fast import contact_frames_many
-
         lead = q.shape[:-1]
         qb = np.ascontiguousarray(q.reshape(-1, q.shape[-1]))
         poses = np.ascontiguousarray(base_pose.reshape(-1, 4, 4))
         T = np.empty((qb.shape[0], cs.k, 4, 4))
-        if contact_frames_many(model._fast.handle, fc.ci, fc.cf, fc.scratch, qb, poses, T) == 0:
-            return T.reshape(lead + (cs.k, 4, 4))
+        try:
+            if single.contact_frames_many(model._fast.handle, fc.ci, fc.cf, fc.scratch, qb, poses, T) == 0:
+                return T.reshape(lead + (cs.k, 4, 4))
+        except TypeError:  # a read-only argument: the readable path
+            pass
     batch = prepare(model, q, base_pose=base_pose)
     zero = np.zeros((batch.q.shape[0], model.nv))
     return batch.restore(_frames(model, batch, zero, cs.body_a, cs.T_a)[0])

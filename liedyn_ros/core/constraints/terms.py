@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..dynamics import gravity, rnea
+from .. import dynamics as core_dynamics, reference
 from ..fast import OK
 from ..fast.entry import single
 from ..model import Model
@@ -86,12 +86,13 @@ def constrained_terms(model: Model, q, v, a, constraints, *, tau=None, base_pose
         acc, lam_a = constrained_aba(model, q, v, tau, cs, **common)
     frames = constraint_frames(model, q, cs, base_pose=base_pose, fast=fast)
     normal, tangential = contact_forces(cs, lam, frames, up)
-    tau_r = rnea(model, q, v, a, base_pose=base_pose)
+    dynamics = core_dynamics if fast else reference  # fast=False: no compiled code at all
+    tau_r = dynamics.rnea(model, q, v, a, base_pose=base_pose)
     A = np.where(cs.row_mask(active)[..., None], constraint_jacobian(model, q, cs, base_pose=base_pose), 0.0)
     p = passive_mask(model, passive)
     return ConstrainedTerms(tau_r, tau_c, lam, tau_g, lam_g, acc, lam_a, frames, normal, tangential,
                             constraint_wrenches(cs, lam), _residual(A, lam, tau_r, p),
-                            _residual(A, lam_g, gravity(model, q, base_pose=base_pose), p))
+                            _residual(A, lam_g, dynamics.gravity(model, q, base_pose=base_pose), p))
 
 
 def _residual(A: np.ndarray, lam: np.ndarray, tau_r: np.ndarray, passive: np.ndarray) -> np.ndarray:

@@ -35,6 +35,8 @@ def _signature(name: str) -> tuple:
         "constrained_rnea_one": (constraints.constrained_rnea_one,
                                  types.int64(model, ints, _MAT, _VEC, _VEC, _VEC, _VEC, _MAT, flags, flags, _VEC, b, f,
                                              _VEC, _VEC)),
+        "contact_frames_many": (constraints.contact_frames_many,
+                                types.int64(model, ints, _MAT, _VEC, _MAT, _WRENCH, types.float64[:, :, :, ::1])),
         "constrained_terms_one": (constraints.constrained_terms_one,
                                   types.int64(model, ints, _MAT, _VEC, _VEC, _VEC, _VEC, _VEC, _MAT, flags, flags, _VEC,
                                               b, b, f, b, _VEC, _VEC)),

@@ -19,11 +19,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["KernelWarmup", "NODE_KERNELS", "MARKER"]
+__all__ = ["KernelWarmup", "NODE_KERNELS", "CONTACT_KERNELS", "MARKER"]
 
 # The kernels of one sample of rnea, gravity and aba (the node without contacts; its momentum
 # observer adds "observer_one").
 NODE_KERNELS = ("rnea_one", "gravity_one", "hybrid_one")
+# With contacts: the whole contact sample, the general path's constrained rnea and aba (the
+# reference source, flight) and the contact frames (flight, the kinematic contact source).
+CONTACT_KERNELS = ("constrained_terms_one", "constrained_rnea_one", "constrained_aba_one", "contact_frames_many")
 
 _HERE = Path(__file__).parent
 MARKER = _HERE / "__pycache__" / "liedyn_fast.warm"
