@@ -10,7 +10,7 @@ from numpy.typing import NDArray
 from liedyn_ros import core
 from liedyn_ros.pipeline.config import FloatArray
 from liedyn_ros.pipeline.contacts import (
-    ContactChecks, Contacts, check_forces, check_wrenches, contact_wrenches, inside_cones,
+    ContactChecks, ContactPath, Contacts, check_forces, check_wrenches, contact_wrenches, inside_cones,
 )
 
 
@@ -206,18 +206,7 @@ def _contact_batch(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray,
     if not done.any():
         return _general_contact_outputs(model, contacts, q, v, a, effort, base_pose, active, solution, None,
                                         friction)
-    tau_ff, tau_free = out[:, path.tau_ff], out[:, path.tau_free]
-    if friction is not None:
-        extra = core.friction_torque(friction, v[:, nb:])
-        tau_ff, tau_free = tau_ff + extra, tau_free + extra
-    forces = out[:, path.forces]
-    pulling, slipping = check_forces(contacts, forces[:, :contacts.k], forces[:, contacts.k:], active)
-    res = DynamicsOutputs(
-        tau_ff, out[:, path.tau_g], None if effort is None else out[:, path.qdd],
-        None if path.base_wrench is None else out[:, path.base_wrench],
-        None if effort is None or path.base_acc is None else out[:, path.base_acc], active,
-        out[:, path.wrench].reshape(B, contacts.k, 6), tau_free,
-        ContactChecks(pulling, slipping, out[:, path.residual] > UNBALANCED_RTOL))
+    res = _kernel_outputs(contacts, path, out, v, effort, active, friction)
     if done.all():
         return res
     rest = ~done
@@ -263,8 +252,7 @@ def _general_contact_outputs(model: Any, contacts: Contacts, q: FloatArray, v: F
             tau_ff[take], tau_g[take], lam, unbalanced[take] = both[0][0], both[0][1], both[1][0], both[2][0]
         if friction is not None:  # compensated on the contact-consistent torques too
             tau_ff[take] += core.friction_torque(friction, v_ff[take][..., model.nv - model.n:])
-        wrench[take] = contact_wrenches(contacts, lam)
-        wrench[~active] = 0.0  # the core's inactive rows are zero up to rounding
+        wrench[take] = contact_wrenches(contacts, lam)  # an inactive contact's lam is zero
         out = out._replace(tau_ff=tau_ff, tau_g=tau_g)
         if effort is not None and free.qdd_pred is not None:
             out = constrained_predictions(model, contacts, q, v, effort, base_pose, active, rows, out, fast)
@@ -288,21 +276,29 @@ def _one_contact_sample(model: Any, contacts: Contacts, q: FloatArray, v: FloatA
         tau_in[path.joints] = effort
     if not path.kernel(q, v, a, tau_in, base_pose, active, out):
         return None
-    tau_ff, tau_free = out[path.tau_ff], out[path.tau_free]
+    return _kernel_outputs(contacts, path, out, v, effort, active, friction)
+
+
+def _kernel_outputs(contacts: Contacts, path: ContactPath, out: FloatArray, v: FloatArray, effort: FloatArray | None,
+                    active: NDArray[np.bool_], friction: Any) -> DynamicsOutputs:
+    """DynamicsOutputs from core.TermsKernel's output, one sample (size,) or rows (B, size)."""
+    one = out.ndim == 1  # the node's case: plain indexing (numpy scalars, no Ellipsis) at every sample
+    pick: Any = out.__getitem__ if one else (lambda s: out[:, s])
+    tau_ff, tau_free = pick(path.tau_ff), pick(path.tau_free)
     if friction is not None:  # compensated on the contact-consistent torques too
-        extra = core.friction_torque(friction, v[path.joints])
+        extra = core.friction_torque(friction, v[..., path.joints])
         tau_ff, tau_free = tau_ff + extra, tau_free + extra
-    wrench = out[path.wrench].reshape(contacts.k, 6)
-    forces = out[path.forces]
-    if inside_cones(contacts, forces.tolist()):
+    k, forces, residual = contacts.k, pick(path.forces), pick(path.residual)
+    if one and inside_cones(contacts, forces.tolist()):  # most samples: every foot inside its cone
         pulling = slipping = contacts.clear
     else:
-        pulling, slipping = check_forces(contacts, forces[:contacts.k], forces[contacts.k:], active)
+        pulling, slipping = check_forces(contacts, forces[..., :k], forces[..., k:], active)
+    unbalanced = (_UNBALANCED if residual > UNBALANCED_RTOL else _BALANCED) if one else residual > UNBALANCED_RTOL
     base = path.base_wrench
     return DynamicsOutputs(
-        tau_ff, out[path.tau_g], None if effort is None else out[path.qdd], None if base is None else out[base],
-        None if effort is None or path.base_acc is None else out[path.base_acc], active, wrench, tau_free,
-        ContactChecks(pulling, slipping, _UNBALANCED if out[path.residual] > UNBALANCED_RTOL else _BALANCED))
+        tau_ff, pick(path.tau_g), None if effort is None else pick(path.qdd), None if base is None else pick(base),
+        None if effort is None or path.base_acc is None else pick(path.base_acc), active,
+        pick(path.wrench).reshape(out.shape[:-1] + (k, 6)), tau_free, ContactChecks(pulling, slipping, unbalanced))
 
 
 def contact_torques(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray, a: FloatArray,

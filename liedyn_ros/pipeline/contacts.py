@@ -52,8 +52,8 @@ class Contacts:
     links, kinds: per contact; offsets (k, 3): contact points in link axes; constraints: the
     ``core.Contact`` list in the same order; rows (k + 1,): row ranges of lam; up (3,): the
     ground normal, against gravity; mu: friction coefficient. spread (6k, m): lam -> the k
-    wrenches (m, f) at the contact points, stacked; to_link (6k, 6k): those wrenches -> the same
-    about the link origins (matrices: one product per sample or batch, where a loop over the
+    wrenches (m, f) at the contact points, stacked; to_link (6k, 6k): stacked wrenches @ to_link
+    are the same about the link origins (matrices: one product per sample or batch, where a loop over the
     contacts costs a microsecond per contact). soles (k, 2): half-lengths (x, y) of the flat
     contacts' soles, zero where not checked (point contacts too), None when no sole is checked.
     """
@@ -137,7 +137,7 @@ def resolve_contacts(model: Any, config: PipelineConfig) -> Contacts | None:
         px, py, pz = offsets[i]
         to_link[6 * i:6 * i + 3, 6 * i + 3:6 * i + 6] = [[0.0, -pz, py], [pz, 0.0, -px], [-py, px, 0.0]]  # m + p x f
     return Contacts(tuple(links), tuple(kinds), offsets, constraints, rows, up, float(config.friction_coefficient),
-                    core.wrench_spread(cs), to_link, _soles(kinds, config))
+                    core.wrench_spread(cs), np.ascontiguousarray(to_link.T), _soles(kinds, config))
 
 
 def _soles(kinds: tuple[str, ...], config: PipelineConfig) -> FloatArray | None:
@@ -255,8 +255,8 @@ def stacked_forces(contacts: Contacts, wrench: FloatArray) -> FloatArray:
 def wrench_at_link(contacts: Contacts, wrench: FloatArray) -> FloatArray:
     """(..., k, 6) wrenches at the contact points -> the same wrenches about the link origins
     (m + p x f, f), for messages whose frame is the contact link."""
-    shape = np.shape(wrench)
-    return (np.reshape(wrench, shape[:-2] + (6 * contacts.k,)) @ contacts.to_link.T).reshape(shape)
+    shape = wrench.shape  # methods, not np.reshape: the node calls this at every sample
+    return (wrench.reshape(shape[:-2] + (6 * contacts.k,)) @ contacts.to_link).reshape(shape)
 
 
 class ContactChecks(NamedTuple):

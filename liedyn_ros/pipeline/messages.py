@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from liedyn_ros.pipeline.config import NS_PER_S, FloatArray, PipelineConfig
-from liedyn_ros.pipeline.contacts import resolve_contacts
+from liedyn_ros.pipeline.contacts import resolve_contacts, wrench_at_link
 from liedyn_ros.pipeline.stream import PipelineOutput
 
 # Output topic names (relative, in the node's namespace); the replay prefixes them.
@@ -134,7 +134,6 @@ class OutputMessageFactory:
         self._contact_topics = [contact_wrench_topic(link) for link in self.contact_links]
         self._external: Any = None  # the external_torque message, refilled by each build
         self._contact_msgs: list[Any] = [None] * len(self.contact_links)  # likewise, per contact
-        self._to_link_T = np.zeros((0, 0)) if contacts is None else np.ascontiguousarray(contacts.to_link.T)
 
     def build(self, out: PipelineOutput) -> dict[str, Any]:
         cfg, res = self.config, out.outputs
@@ -161,15 +160,16 @@ class OutputMessageFactory:
         if cfg.publish_unconstrained and res.tau_free is not None:  # contacts or loops
             msgs[TOPIC_UNCONSTRAINED_FEEDFORWARD] = self.torque_state(header, res.tau_free)
         if self._contacts is not None and res.contact_active is not None and res.contact_wrench is not None:
-            wrench = (res.contact_wrench.reshape(-1) @ self._to_link_T).tolist()  # wrench_at_link, flat
+            wrench = wrench_at_link(self._contacts, res.contact_wrench).reshape(-1).tolist()
             stamp, reused = header.stamp, self._contact_msgs
             for i, on in enumerate(res.contact_active.tolist()):
                 if not on:
                     continue
                 msg = reused[i]
-                if msg is None:
-                    msg = self.contact_wrench(i, stamp, wrench[6 * i:6 * i + 6])
-                else:  # contact_wrench's refill, inline: it runs for every contact at every sample
+                if msg is None:  # made once, refilled by every later build (see the class docstring)
+                    header_i = self.c.Header(stamp=stamp, frame_id=self.contact_links[i])
+                    msg = reused[i] = self.wrench(header_i, np.asarray(wrench[6 * i:6 * i + 6]))
+                else:
                     msg.header.stamp = stamp
                     m, f = msg.wrench.torque, msg.wrench.force
                     m.x, m.y, m.z, f.x, f.y, f.z = wrench[6 * i:6 * i + 6]
@@ -195,19 +195,6 @@ class OutputMessageFactory:
             msg = self._external = self.torque_state(header, tau)
         else:
             msg.header, msg.effort = header, self.c.float_array(tau)
-        return msg
-
-    def contact_wrench(self, i: int, stamp: Any, wrench: list[float]) -> Any:
-        """Contact i's WrenchStamped (frame: its link) from (m, f), made once and refilled (see the
-        class docstring); ``stamp`` a Time, shared with the other messages of the sample."""
-        msg = self._contact_msgs[i]
-        if msg is None:
-            header = self.c.Header(stamp=stamp, frame_id=self.contact_links[i])
-            msg = self._contact_msgs[i] = self.wrench(header, np.asarray(wrench))
-            return msg
-        msg.header.stamp = stamp
-        m, f = msg.wrench.torque, msg.wrench.force
-        m.x, m.y, m.z, f.x, f.y, f.z = wrench
         return msg
 
     def collision_state(self, event: Any) -> Any:

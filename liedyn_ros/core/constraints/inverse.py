@@ -62,8 +62,9 @@ def constrained_rnea(model: Model, q, v, a, constraints, *, base_pose=None, pass
     A a + c = 0; if no lam balances the passive rows (too few constraints for the motion) this
     raises ValueError with the residual, unless balance="least_squares": lam_0 then balances them
     in the least-squares sense (a measured motion of two point feet, whose base would need a moment
-    about the line through them), and the minimiser is taken among those lam. Shapes: q (..., n), v, a (..., nv) -> tau (..., nv),
-    lam (..., m), what each constraint applies to the robot in its frame (zero when inactive).
+    about the line through them), and the minimiser is taken among those lam. Shapes: q (..., n),
+    v, a (..., nv) -> tau (..., nv), lam (..., m), what each constraint applies to the robot in its
+    frame (zero when inactive).
     Contacts on a model without mimic joints run compiled (constraints.fast: the same minimisers by
     Cholesky factors where they are unique) unless fast=False; ties, "unique", f_ext, loops and
     errors run this readable path. fast=False runs no compiled code at all (core.reference's rnea).

@@ -120,9 +120,6 @@ def _up(model: Model, up) -> np.ndarray:
     return out
 
 
-_ndarray = np.ndarray
-
-
 class TermsLayout(NamedTuple):
     """Where each term of ConstrainedTerms sits in TermsKernel's output vector (frames: k 4x4 row-major,
     wrench: k 6-vectors, residual and residual_g: one entry each)."""
@@ -173,8 +170,8 @@ class TermsKernel:
         args = kernel_arguments(model, cs, passive, solution, weights, tol) if cs._fast is not None else None
         if args is not None and solution != "unique":
             fm, fc = model._fast, cs._fast
-            self._static = (single.constrained_terms_one, fm.handle, fc.ci, fc.cf, fc.scratch, *args, balance == "least_squares",
-                            self.up, fm.fixed, fm.identity, fc.all_active)
+            self._static = (single.constrained_terms_one, fm.handle, fc.ci, fc.cf, fc.scratch, *args,
+                            balance == "least_squares", self.up, fm.fixed, fm.identity, fc.all_active)
 
     def __call__(self, q, v, a, tau, base_pose, active, out) -> bool:
         if self._static is None:
@@ -202,32 +199,20 @@ def _split(out: np.ndarray, layout: TermsLayout, has_tau: bool) -> ConstrainedTe
 
 
 def _fast(model: Model, cs, q, v, a, tau, base_pose, active, passive, solution, weights, up, tol, balance):
-    """The compiled path: the terms, or None to let the functions one by one answer (or raise)."""
-    fm, fc = model._fast, cs._fast
-    args = kernel_arguments(model, cs, passive, solution, weights, tol)
-    if args is None:
-        return None
-    p, w, min_force, tol = args
-    has_tau, least_squares = tau is not None, balance == "least_squares"
-    T = fm.identity if base_pose is None else base_pose
-    size = terms_size(fm.nv, cs.m, cs.k)
-    if (type(q) is _ndarray and type(v) is _ndarray and type(a) is _ndarray and type(T) is _ndarray
-            and (tau is None or type(tau) is _ndarray) and q.ndim == 1 and (base_pose is None) is fm.fixed
-            and (active is None or (type(active) is _ndarray and active.ndim == 1))):
-        out = np.empty(size)
-        try:
-            status = single.constrained_terms_one(fm.handle, fc.ci, fc.cf, fc.scratch, q, v, a, tau if has_tau else a, T,
-                                   fc.all_active if active is None else active, p, w, min_force, has_tau, tol,
-                                   least_squares, up, out)
-        except TypeError:  # not float64 vectors, a bool mask: the general path
-            return None
-        return _split(out, terms_layout(fm.nv, cs.m, cs.k), has_tau) if status == OK else None
-    kernel, vectors = single.constrained_terms_one, {"v": v, "a": a} if tau is None else {"v": v, "a": a, "tau": tau}
+    """The compiled path (TermsKernel, per sample for a batch): the terms, or None to let the functions
+    one by one answer (or raise)."""
+    kernel = TermsKernel(model, cs, passive=passive, solution=solution, weights=weights, up=up, tol=tol,
+                         balance=balance)
+    has_tau = tau is not None
+    if np.ndim(q) == 1:
+        out = np.empty(kernel.size)
+        return _split(out, kernel.layout, has_tau) if kernel(q, v, a, tau, base_pose, active, out) else None
+    vectors = {"v": v, "a": a} if tau is None else {"v": v, "a": a, "tau": tau}
+    fixed = model._fast.fixed
 
-    def step(qb, vb, ab, *rest):  # rest: (tau_b,) pose_b, active_b, out_b
-        taub = rest[0] if has_tau else ab
-        return kernel(fm.handle, fc.ci, fc.cf, fc.scratch, qb, vb, ab, taub, *rest[-3:-1], p, w, min_force, has_tau,
-                      tol, least_squares, up, rest[-1])
+    def step(qb, vb, ab, *rest):  # rest: (tau_b,) pose_b, active_b, out_b; per_sample's poses are the identity
+        done = kernel(qb, vb, ab, rest[0] if has_tau else None, None if fixed else rest[-3], rest[-2], rest[-1])
+        return OK if done else OK + 1
 
-    out = per_sample(model, cs, q, vectors, base_pose, active, (terms_size(fm.nv, cs.m, cs.k),), step)
-    return None if out is None else _split(out[0], terms_layout(fm.nv, cs.m, cs.k), has_tau)
+    out = per_sample(model, cs, q, vectors, base_pose, active, (kernel.size,), step)
+    return None if out is None else _split(out[0], kernel.layout, has_tau)
