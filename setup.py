@@ -35,6 +35,7 @@ setup(
             "example-robot-data>=4.1",
             "mujoco>=3.0",
             "mypy>=1.8",
+            "hypothesis>=6.80",  # property-based fuzzing of inputs (messages, URDFs, parameters, bags)
         ],
         # scripts/survey_urdfs.py expands xacro files without a ROS install
         "survey": ["xacro>=2.0"],
