@@ -41,6 +41,10 @@ class SkipReason(str, enum.Enum):
     STALE_REFERENCE = "stale_reference"        # reference older than reference_max_age
     BAD_REFERENCE = "bad_reference"            # trajectory without points, NaN, missing joint
     COMPUTE_ERROR = "compute_error"            # the core rejected the input (ValueError)
+    NON_FINITE_OUTPUT = "non_finite_output"    # finite inputs whose dynamics overflow (|v| ~ 1e154)
+    UNSTAMPED = "unstamped"                    # stamp 0 with acceleration_source estimated (needs time)
+    UNNAMED_JOINT = "unnamed_joint"            # empty names, a model joint missing: matched by name only
+    INTERNAL_ERROR = "internal_error"          # an unexpected exception (a bug), logged with its traceback
     NO_CONTACT_STATE = "no_contact_state"      # contact_source topic/wrench, nothing received yet
     STALE_CONTACT_STATE = "stale_contact_state"  # contact state further than contact_max_age
     BAD_CONTACT_STATE = "bad_contact_state"    # wrong number of flags, NaN in a wrench
@@ -274,6 +278,8 @@ def config_from_parameters(values: dict[str, Any]) -> PipelineConfig:
     """PipelineConfig from ROS parameter values (the node's, or a ros__parameters file's in the
     replay); string lists drop empty entries (a ROS string[] cannot be empty, so [""] stands for
     none). Raises ValueError naming a bad parameter, TypeError for an unknown one."""
+    if "diagnostics_period" in values:  # the node's timer: 0 would spin it, a negative period end it
+        _require_positive("diagnostics_period", values["diagnostics_period"])
     kwargs = {k: v for k, v in values.items() if k not in NODE_ONLY_PARAMETERS}
     for name in ("command_joints", "contact_links", "contact_wrench_topics", "loop_closures", "passive_joints"):
         if name in kwargs:
