@@ -12,10 +12,15 @@ independent of the recording's length), per joint so that every joint's residual
 
 Physical consistency (Wensing, Kim and Slotine 2017): every body's pseudo-inertia
 P(pi_0,j + dpi_j) and the payload's P(pi_p) are positive semidefinite (a convex LMI, solved by
-cvxpy's CLARABEL), masses are positive, Coulomb and viscous friction non-negative. Directions
-of x the data cannot see (near-zero eigenvalues of the column-scaled A) are reported, held at
-the prior by a small Tikhonov term (zero correction, zero payload), and get no standard
-deviation.
+cvxpy's CLARABEL), masses are positive, Coulomb and viscous friction non-negative.
+
+What the data do not determine keeps the prior (zero correction, zero payload, zero friction)
+and gets no standard deviation: a parameter whose column no fit row excites (the friction of a
+joint held still, a body only still joints carry) is not fitted at all and stays exactly at the
+prior; a combination the data cannot separate (a near-zero eigenvalue of the column-scaled A)
+is reported and taken as near the prior as physical consistency allows, the data fixing the
+rest. The unconstrained least squares is taken as it is when it is physically consistent (no
+solver then).
 """
 from __future__ import annotations
 
@@ -37,7 +42,7 @@ __all__ = ["IdentificationProblem", "NormalEquations", "IdentificationResult", "
 UNEXCITED = 1e-6
 REGULARIZATION = 1e-9  # Tikhonov weight towards the prior, against A's unit diagonal
 MIN_MASS = 1e-6  # kg, a body's mass stays positive
-SCALE_FLOOR = 1e-6  # smallest column scale, relative to the largest
+SCALE_FLOOR = 1e-6  # a column smaller than this, relative to the largest, is not excited
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,7 @@ class IdentificationResult:
     rms_before: np.ndarray  # (n,) on the validation part, model without corrections
     rms_after: np.ndarray
     rows: tuple[int, int]  # (fit, validation) samples
+    at_prior: np.ndarray  # (p,) bool: not fitted (never excited, or a massless body), exactly the prior
 
     def part(self, name: str) -> np.ndarray:
         return self.x[self.problem.slices[name]]
@@ -201,41 +207,142 @@ class IdentificationResult:
 def identify(problem: IdentificationProblem, fit: NormalEquations, validation: NormalEquations,
              solver: str = "CLARABEL") -> IdentificationResult:
     """The physically consistent least-squares fit of `fit`'s equations, checked on `validation`'s."""
-    import cvxpy as cp  # a solver library, imported when a fit is asked for
-
     A, b = fit.A.sum(0), fit.b.sum(0)
     p = A.shape[0]
-    d = np.sqrt(np.diag(A))
-    # Column scales, floored: a column of rounding noise (a joint held still) would otherwise be
-    # blown up to unit size and wreck the conditioning of the consistency constraints.
-    D = 1.0 / np.maximum(d, SCALE_FLOOR * max(d.max(initial=0.0), 1e-300))
-    As, bs = D[:, None] * A * D[None, :], D * b  # column-scaled: unit diagonal where excited
-    s, U = np.linalg.eigh(As)
-    s, U = s[::-1], U[:, ::-1]
-    seen = s > UNEXCITED * max(s[0], 1e-300)
-    # |R z - e|^2 = z^T As z - 2 bs^T z + const, with As = U S U^T restricted to its range
-    R = np.sqrt(s[seen])[:, None] * U[:, seen].T
-    e = (U[:, seen].T @ bs) / np.sqrt(s[seen])
-    z = cp.Variable(p)
-    x = cp.multiply(D, z)
-    constraints = _consistency(problem, x)
-    objective = cp.sum_squares(R @ z - e) + REGULARIZATION * cp.sum_squares(cp.multiply(_prior_weights(problem), z))
-    cp.Problem(cp.Minimize(objective), constraints).solve(solver=solver)
-    if z.value is None:
-        raise ValueError(f"identify: the solver found no solution ({solver})")
-    xv = D * z.value
+    held = _held(problem)
+    scaled = _ScaledProblem.of(problem, A, b, held)
+    z = scaled.least_squares()
+    if not _is_consistent(problem, scaled.x(z), scaled.checked):
+        z = _constrained(problem, scaled, solver)
+    xv = scaled.x(z)
 
     rows = int(fit.rows.sum())
-    rank = int(seen.sum())
+    rank = scaled.s.size
     sigma2 = fit.rss(xv).sum() / max(rows - rank, 1)
-    cov = sigma2 * (D[:, None] * (U[:, seen] / s[seen]) @ U[:, seen].T * D[None, :])
-    hidden = U[:, ~seen]
-    identifiable = np.linalg.norm(hidden, axis=1) < 1e-3 if hidden.size else np.ones(p, dtype=bool)
-    std = np.where(identifiable, np.sqrt(np.maximum(np.diag(cov), 0.0)), np.nan)
-    cond = float(np.sqrt(s[seen][0] / s[seen][-1])) if rank else float("inf")
-    return IdentificationResult(
-        problem, xv, std, identifiable, cond, _directions(problem.labels, D[:, None] * hidden),
-        validation.rms(np.zeros(p)), validation.rms(xv), (rows, int(validation.rows.sum())))
+    D, free = scaled.D, scaled.free
+    std = np.full(p, np.nan)
+    identifiable = np.zeros(p, dtype=bool)
+    identifiable[free] = np.linalg.norm(scaled.U_h, axis=1) < 1e-3
+    var = sigma2 * D ** 2 * np.einsum("ik,k,ik->i", scaled.U_s, 1.0 / scaled.s, scaled.U_s)
+    std[free] = np.where(identifiable[free], np.sqrt(np.maximum(var, 0.0)), np.nan)
+    cond = float(np.sqrt(scaled.s[0] / scaled.s[-1])) if rank else float("inf")
+    labels = problem.labels
+    unexcited = (_never_excited(labels, ~free & ~held)
+                 + _directions([labels[i] for i in np.flatnonzero(free)], D[:, None] * scaled.U_h))
+    return IdentificationResult(problem, xv, std, identifiable, cond, unexcited, validation.rms(np.zeros(p)),
+                                validation.rms(xv), (rows, int(validation.rows.sum())), ~free)
+
+
+@dataclass(frozen=True)
+class _ScaledProblem:
+    """The fit on the excited columns (`free`), column-scaled: x[free] = D z, x = 0 elsewhere.
+
+    With the scaled normal matrix D A D = U S U^T split into the directions the data see
+    (U_s, eigenvalues s above UNEXCITED times the largest) and the hidden ones (U_h),
+    |G x - r|^2 = |S^1/2 U_s^T z - e|^2 + const. The data fix U_s^T z; U_h^T z is free for the
+    data, and is taken as near the prior (z = 0, weighted by w) as physical consistency allows.
+    """
+
+    free: np.ndarray  # (p,) bool: the columns some fit row excites
+    D: np.ndarray  # (f,) column scales of the free columns
+    U_s: np.ndarray  # (f, r)
+    s: np.ndarray  # (r,)
+    U_h: np.ndarray  # (f, f - r)
+    e: np.ndarray  # (r,) = S^-1/2 U_s^T D b
+    w: np.ndarray  # (f,) prior weights
+    checked: tuple[tuple[slice, float], ...]  # parameter blocks kept physically consistent, min mass
+
+    @classmethod
+    def of(cls, problem: IdentificationProblem, A: np.ndarray, b: np.ndarray, held: np.ndarray) -> _ScaledProblem:
+        d = np.sqrt(np.maximum(np.diag(A), 0.0))
+        # A column no fit row excites (a joint held still: its friction, the bodies only it
+        # carries) is not fitted at all: scaled up to unit size it would be rounding noise
+        # that the solver's tolerance lets wander arbitrarily far from the prior.
+        free = (d > SCALE_FLOOR * d.max(initial=0.0)) & ~held
+        D = 1.0 / d[free]
+        s, U = np.linalg.eigh(D[:, None] * A[np.ix_(free, free)] * D[None, :])
+        s, U = s[::-1], U[:, ::-1]
+        seen = s > UNEXCITED * s[0] if s.size else np.zeros(0, dtype=bool)
+        e = U[:, seen].T @ (D * b[free]) / np.sqrt(s[seen])
+        checked = tuple((sl, m) for sl, m in _consistent_blocks(problem) if free[sl].any())
+        return cls(free, D, U[:, seen], s[seen], U[:, ~seen], e, _prior_weights(problem)[free], checked)
+
+    def x(self, z: np.ndarray) -> np.ndarray:
+        x = np.zeros(self.free.size)
+        x[self.free] = self.D * z
+        return x
+
+    def least_squares(self) -> np.ndarray:
+        """The unconstrained minimiser nearest to the prior."""
+        return self.nearest_prior(self.U_s @ (self.e / np.sqrt(self.s)))
+
+    def nearest_prior(self, z: np.ndarray) -> np.ndarray:
+        """z with the same seen part U_s^T z and the hidden part minimising |w z|."""
+        z_s = self.U_s @ (self.U_s.T @ z)
+        if not self.U_h.size:
+            return z_s
+        W2U = self.w[:, None] ** 2 * self.U_h
+        return z_s - self.U_h @ np.linalg.solve(self.U_h.T @ W2U, W2U.T @ z_s)
+
+
+def _held(problem: IdentificationProblem) -> np.ndarray:
+    """(p,) the parameters kept at the prior whatever the data: a massless body (a frame holder)."""
+    held = np.zeros(problem.size, dtype=bool)
+    if "inertia" in problem.slices:
+        massless = parameters(problem.model).reshape(-1, 10)[:, 0] <= 0
+        held[problem.slices["inertia"]] = np.repeat(massless, 10)
+    return held
+
+
+def _consistent_blocks(problem: IdentificationProblem) -> list[tuple[slice, float]]:
+    """(where in x, smallest mass) of every body's and the payload's ten parameters."""
+    sl, out = problem.slices, []
+    if "inertia" in sl:
+        start = sl["inertia"].start
+        massive = parameters(problem.model).reshape(-1, 10)[:, 0] > 0
+        out += [(slice(start + 10 * j, start + 10 * j + 10), MIN_MASS) for j in np.flatnonzero(massive)]
+    if "payload" in sl:
+        out.append((sl["payload"], 0.0))
+    return out
+
+
+def _prior_value(problem: IdentificationProblem, sl: slice) -> np.ndarray:
+    """The model's parameters under x's block `sl` (zero for a payload: x is all of it)."""
+    if "inertia" in problem.slices and sl.start < problem.slices["inertia"].stop:
+        return parameters(problem.model)[sl.start - problem.slices["inertia"].start:][:10]
+    return np.zeros(10)
+
+
+def _is_consistent(problem: IdentificationProblem, x: np.ndarray, checked) -> bool:
+    """The constraints of _consistency, checked on a value (to rounding)."""
+    for sl, min_mass in checked:
+        pi = _prior_value(problem, sl) + x[sl]
+        eig = np.linalg.eigvalsh(pseudo_inertia(pi))
+        if pi[0] < min_mass or eig[0] < -1e-12 * max(eig[-1], 1e-300):
+            return False
+    if "friction" in problem.slices:
+        phi = x[problem.slices["friction"]]
+        return bool(np.all(phi[0::3] >= 0) and np.all(phi[1::3] >= 0))
+    return True
+
+
+def _constrained(problem: IdentificationProblem, scaled: _ScaledProblem, solver: str) -> np.ndarray:
+    """The consistent least-squares z. A tiny pull to the prior keeps the hidden part where
+    consistency puts it (the data are blind to it); where consistency does not need it, it is
+    then set exactly to the nearest to the prior."""
+    import cvxpy as cp  # a solver library, imported when a fit needs it
+
+    f = scaled.D.size
+    z = cp.Variable(f)
+    E = np.zeros((scaled.free.size, f))
+    E[np.flatnonzero(scaled.free), np.arange(f)] = scaled.D
+    R = np.sqrt(scaled.s)[:, None] * scaled.U_s.T
+    objective = cp.sum_squares(R @ z - scaled.e) + REGULARIZATION * cp.sum_squares(cp.multiply(scaled.w, z))
+    cp.Problem(cp.Minimize(objective), _consistency(problem, E @ z, scaled.checked)).solve(solver=solver)
+    if z.value is None:
+        raise ValueError(f"identify: the solver found no solution ({solver})")
+    nearest = scaled.nearest_prior(z.value)
+    return nearest if _is_consistent(problem, scaled.x(nearest), scaled.checked) else z.value
 
 
 def _prior_weights(problem: IdentificationProblem) -> np.ndarray:
@@ -247,31 +354,29 @@ def _prior_weights(problem: IdentificationProblem) -> np.ndarray:
     return w
 
 
-def _consistency(problem: IdentificationProblem, x) -> list:
-    """Pseudo-inertias PSD, masses positive, Coulomb and viscous friction >= 0."""
+def _consistency(problem: IdentificationProblem, x, checked) -> list:
+    """Pseudo-inertias PSD and masses positive on the `checked` blocks, Coulomb and viscous friction >= 0."""
     import cvxpy as cp
 
     basis = pseudo_inertia(np.eye(10)).reshape(10, 16).T  # vec P(pi) = basis pi
     out = []
-
-    def consistent(pi, min_mass: float) -> None:
+    for sl, min_mass in checked:
+        pi = _prior_value(problem, sl) + x[sl]
         P = cp.Variable((4, 4), PSD=True)
         out.extend([cp.vec(P, order="C") == basis @ pi, pi[0] >= min_mass])
-
-    sl = problem.slices
-    if "inertia" in sl:
-        pi0 = parameters(problem.model).reshape(-1, 10)
-        for j in range(problem.k):
-            if pi0[j, 0] > 0:  # a massless body (a frame holder) stays massless
-                consistent(pi0[j] + x[sl["inertia"]][10 * j:10 * j + 10], MIN_MASS)
-            else:
-                out.append(x[sl["inertia"]][10 * j:10 * j + 10] == 0)
-    if "payload" in sl:
-        consistent(x[sl["payload"]], 0.0)
-    if "friction" in sl:
-        phi = x[sl["friction"]]
+    if "friction" in problem.slices:
+        phi = x[problem.slices["friction"]]
         out += [phi[0::3] >= 0, phi[1::3] >= 0]
     return out
+
+
+def _never_excited(labels: list[str], fixed: np.ndarray) -> list[str]:
+    """The parameters no fit row excites, one entry per joint or body, e.g. 'j1.coulomb, j1.viscous,
+    j1.offset: never excited, kept at the prior'."""
+    groups: dict[str, list[str]] = {}
+    for i in np.flatnonzero(fixed):
+        groups.setdefault(labels[i].rpartition(".")[0], []).append(labels[i])
+    return [f"{', '.join(names)}: never excited, kept at the prior" for names in groups.values()]
 
 
 def _directions(labels: list[str], hidden: np.ndarray, most: int = 20) -> list[str]:
