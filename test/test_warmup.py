@@ -1,10 +1,19 @@
 """Cold start: the pipeline answers at once on the reference path while a child process compiles.
 
-The child writes numba's cache and a marker; the pipeline then switches to the compiled kernels
-(the same numbers), and a later warm-up finds the marker and starts ready.
+Whether the kernels are compiled is asked of numba's cache itself: a warm cache loads at once
+(no child), an empty one (a fresh NUMBA_CACHE_DIR, a deleted cache) starts the child and the
+calling thread never compiles; the child's kernels are then loaded from the cache, and a child
+that fails, or a cache that does not keep its kernels, leaves the reference path serving and
+/diagnostics saying why.
 """
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -13,17 +22,36 @@ import pinocchio as pin
 import pytest
 
 from liedyn_ros import core
+from liedyn_ros.core.fast import warmup as warmup_module
 from liedyn_ros.core.fast.warmup import CONTACT_KERNELS, NODE_KERNELS, KernelWarmup
-from liedyn_ros.pipeline import DynamicsPipeline
-from test_pipeline import ARM, ARM_XML, rclpy_joint_state
+from liedyn_ros.pipeline import DynamicsPipeline, PipelineConfig
+from liedyn_ros.pipeline.diagnostics import DiagnosticsReporter, Level
+from test_pipeline import ARM, ARM_XML, LogSink, rclpy_joint_state
+
+HERE = Path(__file__).parent
+ARM_NAMES = NODE_KERNELS + ("observer_one",)
 
 
-def test_first_samples_use_the_reference_then_the_kernels(tmp_path: Path) -> None:
+def _as_if_uncached(monkeypatch: pytest.MonkeyPatch, calls: int = 1) -> None:
+    """The first ``calls`` cache look-ups find nothing (an empty cache), later ones ask numba."""
+    real, seen = warmup_module.load_cached, [0]
+
+    def load_cached(names: tuple[str, ...]) -> tuple[str, ...]:
+        seen[0] += 1
+        return tuple(names) if seen[0] <= calls else real(names)
+
+    monkeypatch.setattr(warmup_module, "load_cached", load_cached)
+
+
+def test_first_samples_use_the_reference_then_the_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child builds (or, numba's cache being warm, loads) the kernels; this process then loads
+    them from the cache (load_cached: never compiling)."""
     model = core.load_urdf(ARM_XML)
     pin_model = pin.buildModelFromXML(ARM_XML)
     pipe = DynamicsPipeline(model)
-    marker = tmp_path / "warm"  # no marker yet: the warm-up must start a child
-    pipe.start_warmup(KernelWarmup(NODE_KERNELS + ("observer_one",), marker=marker))
+    _as_if_uncached(monkeypatch)
+    warmup = KernelWarmup(ARM_NAMES)
+    pipe.start_warmup(warmup)
     assert pipe.warming_up
     rng = np.random.default_rng(5)
 
@@ -36,7 +64,7 @@ def test_first_samples_use_the_reference_then_the_kernels(tmp_path: Path) -> Non
         np.testing.assert_allclose(out.outputs.qdd_pred, pin.aba(pin_model, data, q, qd, effort), atol=1e-8)
 
     sample_matches_pinocchio(1)
-    assert pipe.stats.reference_samples == 1  # answered while the child was still compiling
+    assert pipe.stats.reference_samples == 1  # answered while the child was still at work
     deadline = time.monotonic() + 900  # a cold compile on a loaded 2-core machine
     while pipe.warming_up and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -44,8 +72,172 @@ def test_first_samples_use_the_reference_then_the_kernels(tmp_path: Path) -> Non
     sample_matches_pinocchio(2)
     sample_matches_pinocchio(3)
     assert pipe.stats.reference_samples == 1 and pipe.stats.published == 3  # the kernels took over
-    assert marker.read_text()
-    assert not KernelWarmup(NODE_KERNELS + ("observer_one",), marker=marker).compiling  # the next start: at once
+    assert warmup.failure is None and pipe.kernel_failure is None
+    monkeypatch.undo()
+    again = KernelWarmup(ARM_NAMES)  # the next start: from the cache at once, no child
+    assert again.ready() and not again.compiling and again._child is None
+
+
+# Run in a process of its own, whose numba reads an empty cache (NUMBA_CACHE_DIR): the node's
+# pipeline with its default warm-up, timed sample by sample while the child compiles.
+_EMPTY_CACHE_SCRIPT = textwrap.dedent("""
+    import json, os, sys, time
+    import numpy as np
+    from liedyn_ros import core
+    from liedyn_ros.core.fast.entry import _signature
+    from liedyn_ros.pipeline import DynamicsPipeline, PipelineConfig
+    from liedyn_ros.pipeline.diagnostics import DiagnosticsReporter
+    from test_pipeline import ARM, ARM_XML, rclpy_joint_state
+
+    pipe = DynamicsPipeline(core.load_urdf(ARM_XML), PipelineConfig(acceleration_source="estimated"))
+    reporter = DiagnosticsReporter()
+    started = time.perf_counter()
+    pipe.start_warmup()
+    start_s = time.perf_counter() - started
+    rng = np.random.default_rng(1)
+    times = []
+    for k in range(30):
+        q, qd, effort = rng.uniform(-1, 1, 7), rng.normal(size=7), rng.normal(size=7)
+        t = time.perf_counter()
+        pipe.on_joint_state(rclpy_joint_state(1_000_000 * (k + 1), list(ARM), q, qd, effort))
+        times.append(time.perf_counter() - t)
+    time.sleep(1.0)
+    report = reporter.report(pipe, "arm")
+    names = ("rnea_one", "gravity_one", "hybrid_one", "observer_one")
+    result = dict(start_s=start_s, max_sample_s=max(times), warming_up=pipe.warming_up,
+                  reference_samples=pipe.stats.reference_samples, level=int(report.level), message=report.message,
+                  compiled_here=[n for n in names if _signature(n)[0].overloads],
+                  child=pipe._warmup._child.pid)
+    pipe.close()
+    result["child_after_close"] = os.path.exists(f"/proc/{result['child']}")
+    print(json.dumps(result))
+""")
+
+
+def _python(code: str, cache: Path, **kwargs) -> subprocess.Popen[str]:
+    """A Python process on ``code`` with numba's cache in ``cache`` and the tests' helpers importable."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache),
+               PYTHONPATH=os.pathsep.join([str(HERE), *(p for p in sys.path if p)]))
+    return subprocess.Popen([sys.executable, "-c", code], env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, **kwargs)
+
+
+def _gone(pid: int) -> bool:
+    """True when ``pid`` has ended (a zombie nobody has reaped yet counts as ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_an_empty_cache_never_compiles_on_the_calling_thread(tmp_path: Path) -> None:
+    """numba's cache elsewhere or deleted (here: a fresh NUMBA_CACHE_DIR) while the sources'
+    own cache is warm: the start and every sample return promptly on the reference path while
+    the child compiles, nothing is compiled in the calling process, /diagnostics says OK,
+    warming up (the estimator's restarts are no problem then), and close() ends the child."""
+    proc = _python(_EMPTY_CACHE_SCRIPT, tmp_path / "numba_cache")
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    # Compiling these kernels takes tens of seconds; loading or refusing them well under one.
+    assert result["start_s"] < 5.0, result
+    assert result["max_sample_s"] < 1.0, result
+    assert result["warming_up"] and result["reference_samples"] >= 27, result  # the estimator needs 3
+    assert result["compiled_here"] == [], result
+    assert result["level"] == Level.OK, result
+    assert result["message"].startswith("warming up: compiled kernels building, reference path serving "), result
+    assert result["message"].endswith(" samples/s"), result
+    assert _gone(result["child"]), result
+
+
+def test_the_child_ends_with_its_parent(tmp_path: Path) -> None:
+    """A parent killed outright (no close()) does not leave its child compiling."""
+    code = textwrap.dedent("""
+        import sys, time
+        from liedyn_ros.core.fast.warmup import KernelWarmup
+        w = KernelWarmup(("rnea_one", "gravity_one"))
+        print(w._child.pid, flush=True)
+        time.sleep(600)
+    """)
+    proc = _python(code, tmp_path / "numba_cache")
+    assert proc.stdout is not None
+    child = int(proc.stdout.readline())
+    assert not _gone(child)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10.0
+    while not _gone(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _gone(child)
+
+
+def test_a_failed_child_leaves_the_reference_path_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child fails (here: a kernel it does not know): the samples go on on the reference path,
+    a warning says why once, /diagnostics is WARN with the reason."""
+    _as_if_uncached(monkeypatch, calls=10**9)
+    warmup = KernelWarmup(("no_such_kernel",))
+    deadline = time.monotonic() + 120
+    while warmup.compiling and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not warmup.ready()
+    assert warmup.failure is not None and "exit code 1" in warmup.failure and "no_such_kernel" in warmup.failure
+    log = LogSink()
+    pipe = DynamicsPipeline(core.load_urdf(ARM_XML), log=log)
+    pipe.start_warmup(warmup)
+    for k in range(3):
+        assert pipe.on_joint_state(rclpy_joint_state(k + 1, list(ARM), np.zeros(7), np.zeros(7))) is not None
+    assert pipe.stats.reference_samples == 3 and not pipe.warming_up
+    assert [line for line in log.lines if "compiled kernels unavailable" in line] == [
+        f"compiled kernels unavailable, the reference implementation serves the samples: {warmup.failure}"]
+    report = DiagnosticsReporter().report(pipe, "arm")
+    assert report.level is Level.WARN
+    assert "compiled kernels unavailable, reference path serving" in report.message
+    assert dict(report.values)["compiled_kernels"] == "unavailable (reference path)"
+    assert dict(report.values)["compiled_kernels_failure"] == warmup.failure
+
+
+def test_kernels_missing_from_the_cache_after_the_child_are_not_compiled_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child succeeded but this process's cache does not hold the kernels (another cache
+    directory, a read-only cache): no compilation here, the reason in ``failure``."""
+    _as_if_uncached(monkeypatch, calls=10**9)
+    warmup = KernelWarmup(("rnea_one",))
+    deadline = time.monotonic() + 900
+    while warmup.compiling and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not warmup.ready()
+    assert warmup.failure is not None and warmup.failure.startswith("numba's cache does not hold rnea_one")
+
+
+def test_diagnostics_say_warming_up_and_keep_warn_for_real_problems() -> None:
+    """While the kernels compile: OK with "warming up" and the reference path's rate, also when the
+    estimator restarts; a sample with NaN is still a problem (WARN)."""
+    clock = [0.0]
+    pipe = DynamicsPipeline(core.load_urdf(ARM_XML), PipelineConfig(acceleration_source="estimated"))
+    warmup = _Compiling()
+    pipe.start_warmup(warmup)  # type: ignore[arg-type]
+    reporter = DiagnosticsReporter(clock=lambda: clock[0])
+    zeros = np.zeros(7)
+    for burst in range(3):  # bursts 0.2 s apart: the estimator restarts at each (its window is 0.05 s)
+        for k in range(5):
+            pipe.on_joint_state(rclpy_joint_state(burst * 200_000_000 + k * 8_000_000 + 1, list(ARM), zeros, zeros))
+    clock[0] = 1.0
+    report = reporter.report(pipe, "arm")
+    assert pipe.stats.skipped and pipe.stats.reference_samples == 9
+    assert report.level is Level.OK, report
+    assert report.message == "warming up: compiled kernels building, reference path serving 9 samples/s"
+    assert dict(report.values)["compiled_kernels"] == "compiling (reference path)"
+    pipe.on_joint_state(rclpy_joint_state(10**9, list(ARM), np.full(7, np.nan), zeros))
+    clock[0] = 2.0
+    report = reporter.report(pipe, "arm")
+    assert report.level is Level.WARN
+    assert report.message == ("1 samples skipped; warming up: compiled kernels building, "
+                              "reference path serving 0 samples/s")
+    warmup.done = True
+    for k in range(3):
+        pipe.on_joint_state(rclpy_joint_state(3 * 10**9 + k * 1_000_000, list(ARM), zeros, zeros))
+    clock[0] = 3.0
+    report = reporter.report(pipe, "arm")  # ready: the estimator's start is counted as before
+    assert report.level is Level.WARN and report.message == "2 samples skipped"
 
 
 class _Compiling:
@@ -53,6 +245,7 @@ class _Compiling:
 
     def __init__(self) -> None:
         self.done = False
+        self.failure: str | None = None
 
     @property
     def compiling(self) -> bool:

@@ -4,8 +4,12 @@ The node only turns a :class:`DiagnosticsReport` into a diagnostic_msgs/Diagnost
 level is WARN when something went wrong since the previous report (the last
 ``diagnostics_period``, or less when a collision publishes at once): samples skipped, a
 collision started or under way, contact forces that are not physical (pulling, outside the
-friction cone, tipping, no force realising the motion). It is OK again after a period without
-any, and ERROR without a model. The counts in the values are totals since the pipeline was built.
+friction cone, tipping, no force realising the motion), and when the compiled kernels cannot be
+had (the reference implementation then serves every sample). It is OK again after a period
+without any, and ERROR without a model. While the kernels compile in the background the level
+stays OK and the message says so ("warming up: ..."); the acceleration estimator's restarts
+(samples far apart on the slow reference path) are not problems then. The counts in the values
+are totals since the pipeline was built.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import enum
 import time
 from typing import Callable, NamedTuple
 
+from liedyn_ros.pipeline.config import SkipReason
 from liedyn_ros.pipeline.stream import DynamicsPipeline, PipelineStats
 
 
@@ -48,14 +53,17 @@ class _Counts(NamedTuple):
     skipped: int
     collisions: int
     contacts: tuple[int, ...]
+    reference: int  # samples on the reference path
+    estimator: int  # skipped while the acceleration estimator (re)starts
 
     @classmethod
     def of(cls, stats: PipelineStats) -> _Counts:
         return cls(stats.received, sum(stats.skipped.values()), stats.collisions,
-                   tuple(getattr(stats, counter) for _, counter, _ in CONTACT_VIOLATIONS))
+                   tuple(getattr(stats, counter) for _, counter, _ in CONTACT_VIOLATIONS),
+                   stats.reference_samples, stats.skipped.get(SkipReason.ESTIMATOR_WARMUP, 0))
 
 
-_NONE = _Counts(0, 0, 0, (0,) * len(CONTACT_VIOLATIONS))
+_NONE = _Counts(0, 0, 0, (0,) * len(CONTACT_VIOLATIONS), 0, 0)
 
 
 class DiagnosticsReporter:
@@ -82,7 +90,8 @@ class DiagnosticsReporter:
             ("published", str(stats.published)),
             ("compute_time_us_mean", f"{stats.mean_compute_s * 1e6:.1f}"),
             ("compute_time_us_last", f"{stats.last_compute_s * 1e6:.1f}"),
-            ("compiled_kernels", "compiling (reference path)" if pipe.warming_up else "ready"),
+            ("compiled_kernels", "compiling (reference path)" if pipe.warming_up
+             else "unavailable (reference path)" if pipe.kernel_failure else "ready"),
             ("reference_samples", str(stats.reference_samples)),
         ]
         values += [(f"skipped_{r.value}", str(c)) for r, c in stats.skipped.items()]
@@ -101,12 +110,23 @@ class DiagnosticsReporter:
         if ongoing is not None or fresh_collisions:
             where = f" on {pipe.model.joint_names[ongoing.joint]}" if ongoing is not None else ""
             problems.append(f"collision{where} ({stats.collisions} so far)")
-        if counts.skipped > before.skipped:
-            problems.append(f"{counts.skipped - before.skipped} samples skipped")
+        skipped = counts.skipped - before.skipped
+        warming = pipe.warming_up
+        if warming:  # the estimator restarting after the reference path's pauses: part of warming up
+            skipped -= counts.estimator - before.estimator
+        if skipped > 0:
+            problems.append(f"{skipped} samples skipped")
         contacts = _contact_problems(stats, counts, before, period)
         if contacts:
             problems.append(contacts)
-        return DiagnosticsReport(Level.WARN if problems else Level.OK, "; ".join(problems) or "ok", tuple(values))
+        serving = f"reference path serving {(counts.reference - before.reference) / max(period, 1e-9):.0f} samples/s"
+        failure = pipe.kernel_failure
+        if failure:
+            values.append(("compiled_kernels_failure", failure))
+            problems.append(f"compiled kernels unavailable, {serving}")
+        notes = [f"warming up: compiled kernels building, {serving}"] if warming else []
+        return DiagnosticsReport(Level.WARN if problems else Level.OK, "; ".join(problems + notes) or "ok",
+                                 tuple(values))
 
 
 def _contact_problems(stats: PipelineStats, counts: _Counts, before: _Counts, period: float) -> str:

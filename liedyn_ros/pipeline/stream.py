@@ -135,6 +135,7 @@ class DynamicsPipeline:
         self._no_forward_dynamics = False
         # While set, the compiled kernels are being built in a child process (start_warmup).
         self._warmup: KernelWarmup | None = None
+        self._warmup_failure_logged = False
         self.contacts = resolve_contacts(model, self.config)
         self.loops = resolve_loops(model, self.config, self.contacts)
         self._contact_state: ContactState | None = None
@@ -382,6 +383,10 @@ class DynamicsPipeline:
         if self._warmup.ready():
             self._warmup = None
             return None
+        if self._warmup.failure is not None and not self._warmup_failure_logged:
+            self._warmup_failure_logged = True
+            self._log(f"compiled kernels unavailable, the reference implementation serves the samples: "
+                      f"{self._warmup.failure}")
         self.stats.reference_samples += 1
         return reference
 
@@ -431,6 +436,11 @@ class DynamicsPipeline:
     def warming_up(self) -> bool:
         """True while the samples are computed by the reference (the kernels still compiling)."""
         return self._warmup is not None and self._warmup.compiling
+
+    @property
+    def kernel_failure(self) -> str | None:
+        """Why the compiled kernels cannot be had (the reference serves every sample), or None."""
+        return None if self._warmup is None else self._warmup.failure
 
     def close(self) -> None:
         """Stop a kernel build still running in its child process."""

@@ -1,25 +1,29 @@
 """Compiled kernels without the wait: numba builds them in a child process, the caller goes on.
 
 Compiling the single-sample kernels takes half a minute or more on the first run after an
-install (numba then caches them next to the sources, where later runs load them in under a
-second). A long-running program (the ROS node) starts a `KernelWarmup`, computes its first
-samples with the readable reference implementation (`liedyn_ros.core.reference`, the same
-results: the tests prove the kernels equal to it) and switches to the kernels when `ready()`
-says so. The child process uses another core and leaves the caller's interpreter lock alone.
+install (numba then caches them, next to the sources or in ``NUMBA_CACHE_DIR``, where later runs
+load them in under a second). A long-running program (the ROS node) starts a `KernelWarmup`,
+computes its first samples with the readable reference implementation
+(`liedyn_ros.core.reference`, the same results: the tests prove the kernels equal to it) and
+switches to the kernels when `ready()` says so. The child process uses another core and leaves
+the caller's interpreter lock alone.
 
-A marker next to numba's cache records that the child finished for these sources, this
-Python, numba and CPU: a later start finds it and loads the cached kernels at once.
+Whether the kernels are cached is asked of numba's cache itself, never of a record of an
+earlier run that could disagree with it: `load_cached` loads what the cache holds and refuses to
+compile the rest (numba's "numba:compile" event is turned into an exception), so the calling
+thread never compiles, whatever the cache holds.
 """
 from __future__ import annotations
 
-import hashlib
 import os
-import platform
 import subprocess
 import sys
-from pathlib import Path
+import tempfile
+import threading
+import time
+from typing import IO, Any
 
-__all__ = ["KernelWarmup", "NODE_KERNELS", "CONTACT_KERNELS", "MARKER"]
+__all__ = ["KernelWarmup", "NODE_KERNELS", "CONTACT_KERNELS", "load_cached"]
 
 # The kernels of one sample of rnea, gravity and aba (the node without contacts; its momentum
 # observer adds "observer_one").
@@ -28,22 +32,44 @@ NODE_KERNELS = ("rnea_one", "gravity_one", "hybrid_one")
 # reference source, flight) and the contact frames (flight, the kinematic contact source).
 CONTACT_KERNELS = ("constrained_terms_one", "constrained_rnea_one", "constrained_aba_one", "contact_frames_many")
 
-_HERE = Path(__file__).parent
-MARKER = _HERE / "__pycache__" / "liedyn_fast.warm"
+
+class _NotCached(Exception):
+    """Raised in place of a compilation while `load_cached` runs."""
 
 
-def _environment(names: tuple[str, ...]) -> str:
-    """What a cached build depends on: the sources (as drop_stale_cache stamps them), the
-    interpreter, numba and the CPU, and the kernel names."""
-    import llvmlite.binding as llvm
-    import numba
+def _refusing_listener() -> Any:
+    """A numba event listener that stops every compilation before it starts."""
+    from numba.core import event
 
-    try:
-        stamp = (_HERE / "__pycache__" / "liedyn_fast.stamp").read_text()
-    except OSError:
-        stamp = "no stamp"
-    parts = [stamp, sys.version, numba.__version__, llvm.get_host_cpu_name(), platform.machine(), *sorted(names)]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    class RefuseCompilation(event.Listener):
+        def on_start(self, event: Any) -> None:
+            raise _NotCached(getattr(event.data.get("dispatcher"), "__name__", "a kernel"))
+
+        def on_end(self, event: Any) -> None:
+            pass
+
+    return RefuseCompilation()
+
+
+def load_cached(names: tuple[str, ...]) -> tuple[str, ...]:
+    """Load the named single-sample kernels (core.fast.entry.single) from numba's cache into this
+    process, compiling none of them; returns the names the cache does not hold (loaded: ``()``).
+
+    A kernel already in the process counts as loaded. Takes well under a second for the node's
+    kernels (numba's own start-up included), however many are missing.
+    """
+    from numba.core import event
+
+    from .entry import single
+
+    missing = []
+    with event.install_listener("numba:compile", _refusing_listener()):
+        for name in names:
+            try:
+                getattr(single, name)
+            except _NotCached:
+                missing.append(name)
+    return tuple(missing)
 
 
 def _compile(names: tuple[str, ...]) -> None:
@@ -54,34 +80,48 @@ def _compile(names: tuple[str, ...]) -> None:
         getattr(single, name)
 
 
-class KernelWarmup:
-    """The named single-sample kernels, compiled in a child process while the caller goes on.
+def _last_line(log: IO[bytes]) -> str:
+    """The last non-empty line of the child's error output."""
+    log.seek(0, os.SEEK_END)
+    log.seek(max(0, log.tell() - 4096))
+    lines = [line.strip() for line in log.read().decode(errors="replace").splitlines() if line.strip()]
+    return lines[-1] if lines else "no error output"
 
-    ``ready()`` is False until they are loaded in this process; it never blocks for the
-    compilation itself (only for loading from the cache, under a second, once). ``close()``
-    stops a child still compiling.
+
+class KernelWarmup:
+    """The named single-sample kernels: loaded from numba's cache at once when it holds them,
+    else compiled in a child process while the caller goes on.
+
+    ``ready()`` is False until they are loaded in this process; it never compiles (it loads from
+    the cache, under a second, once the child has finished). When the kernels cannot be had
+    (the child failed, or what it compiled is not in the cache this process reads) ``failure``
+    says why and ``ready()`` stays False: the caller keeps its reference path. ``close()`` stops
+    a child still compiling; a child also stops by itself when the caller's process ends.
     """
 
-    def __init__(self, names: tuple[str, ...] = NODE_KERNELS, *, marker: Path = MARKER) -> None:
+    def __init__(self, names: tuple[str, ...] = NODE_KERNELS) -> None:
         self.names = tuple(names)
-        self._ready = False
+        self.failure: str | None = None
         self._child: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self._missing = load_cached(self.names)
+        if self._missing:
+            self._start_child()
+
+    def _start_child(self) -> None:
+        # The child imports this package from where the caller found it (its sys.path, not the
+        # working directory, which `python -c` would put first). Its own session keeps a
+        # terminal's Ctrl-C for the caller, which stops the child in close().
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        code = f"import sys; del sys.path[0]; from {__name__} import main; main(int(sys.argv[1]), sys.argv[2:])"
+        self._log = tempfile.TemporaryFile()
         try:
-            cached = marker.read_text() == _environment(self.names)
-        except OSError:
-            cached = False
-        if cached:
-            self._load()
-        else:
-            # The child imports this package from where the caller found it (its sys.path, not
-            # the working directory, which `python -c` would put first). Its own session keeps a
-            # terminal's Ctrl-C for the caller, which stops the child in close().
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-            code = f"import sys; del sys.path[0]; from {__name__} import main; main(sys.argv[1], sys.argv[2:])"
             self._child = subprocess.Popen(
-                [sys.executable, "-c", code, str(marker), *self.names], env=env, start_new_session=True,
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                [sys.executable, "-c", code, str(os.getpid()), *self._missing], env=env, start_new_session=True,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._log,
             )
+        except OSError as exc:
+            self.failure = f"cannot start the compiling process: {exc}"
 
     @property
     def compiling(self) -> bool:
@@ -89,39 +129,59 @@ class KernelWarmup:
         return self._child is not None and self._child.poll() is None
 
     def ready(self) -> bool:
-        """True once the kernels are loaded here; loads them when the child has just finished.
-
-        A child that failed (no writable cache, a crash) leaves the compilation to this
-        process, as without a warm-up.
-        """
-        if self._ready:
+        """True once the kernels are loaded here; loads them from the cache when the child has
+        just finished (never compiling them here)."""
+        if not self._missing:
             return True
-        if self.compiling:
+        if self.failure is not None or self.compiling:
             return False
-        self._load()
-        return True
+        self._finish()
+        return not self._missing
 
-    def _load(self) -> None:
-        _compile(self.names)
-        self._ready = True
-        self._child = None
+    def _finish(self) -> None:
+        """After the child: load what it cached, or say why the kernels cannot be had."""
+        assert self._child is not None and self._log is not None
+        code, self._child = self._child.returncode, None
+        if code != 0:
+            self.failure = f"the compiling process failed (exit code {code}): {_last_line(self._log)}"
+        else:
+            self._missing = load_cached(self._missing)
+            if self._missing:
+                self.failure = (f"numba's cache does not hold {', '.join(self._missing)} after the compiling "
+                                "process built them (is the cache writable, NUMBA_CACHE_DIR the same?)")
+        self._log.close()
+        self._log = None
 
     def close(self) -> None:
         """Stop a child still compiling (its partial work is not cached)."""
-        if self.compiling and self._child is not None:
-            self._child.terminate()
-            self._child.wait()
-        self._child = None
+        child, self._child = self._child, None
+        if child is not None and child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
 
-def main(marker: str, names: list[str]) -> None:
-    """The child: compile, then mark the cache as holding these kernels."""
+def _exit_with(parent: int) -> None:
+    """End this process as soon as ``parent`` is gone (killed, crashed, exited without close())."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def main(parent: int, names: list[str]) -> None:
+    """The child: compile the kernels into numba's cache (loading those it already holds)."""
+    _exit_with(parent)
     _compile(tuple(names))
-    try:
-        Path(marker).write_text(_environment(tuple(names)))
-    except OSError:  # a read-only install: numba caches elsewhere, the marker is only a shortcut
-        pass
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    main(int(sys.argv[1]), sys.argv[2:])
