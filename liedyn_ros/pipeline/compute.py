@@ -18,10 +18,10 @@ class DynamicsOutputs(NamedTuple):
     """Core results for one sample (shape (n,)) or a batch (shape (N, n)).
 
     tau_ff: rnea joint torques; tau_g: gravity joint torques; qdd_pred: aba joint
-    accelerations from the measured efforts (None without efforts; NaN rows for batch rows
-    without efforts). Floating base only: base_wrench = rnea's base part (m, f) in the base
-    frame, the wrench the environment must apply to the base for this motion;
-    base_acc_pred = aba's base part, dV_base/dt (omega', v') with the base unactuated.
+    accelerations from the measured efforts less the friction compensated (None without
+    efforts; NaN rows for batch rows without efforts). Floating base only: base_wrench = rnea's
+    base part (m, f) in the base frame, the wrench the environment must apply to the base for
+    this motion; base_acc_pred = aba's base part, dV_base/dt (omega', v') with the base unactuated.
     With contacts (:func:`compute_contact_outputs`): tau_ff, tau_g and the predictions are the
     contact-consistent ones; contact_active (..., k); contact_wrench (..., k, 6) what each
     contact applies, (m, f) at the contact point in link axes, zero when inactive; tau_free
@@ -78,7 +78,9 @@ def compute_outputs(
     trajectory) instead of (q, v). Returns joint-space parts of length n; the base parts go
     to ``base_wrench`` / ``base_acc_pred``. A single sample of contiguous float64 vectors
     takes the core's single-sample fast path (the node's case). ``friction`` adds its torque
-    at the feedforward's joint velocities to tau_ff (friction compensation). ``algorithms``
+    at the feedforward's joint velocities to tau_ff (friction compensation) and takes its torque at
+    the measured joint velocities off the efforts the predictions start from (a motor's effort
+    is what the bodies and the friction take together, as in the observer). ``algorithms``
     supplies rnea, gravity and aba: the core (compiled kernels, None), or ``core.reference``
     (the same results, no compilation) while the kernels are being built.
     """
@@ -88,7 +90,8 @@ def compute_outputs(
     if friction is not None:
         tau_ff_full[..., model.nv - model.n:] += core.friction_torque(friction, v_ff[..., model.nv - model.n:])
     tau_g_full = algorithms.gravity(model, q, base_pose=base_pose)
-    acc_full = _predict_accelerations(model, q, v, effort, base_pose, algorithms)
+    acc_full = _predict_accelerations(model, q, v, rigid_body_effort(model, v, effort, friction), base_pose,
+                                      algorithms)
     if not model.floating_base:
         return DynamicsOutputs(tau_ff_full, tau_g_full, acc_full)
     return DynamicsOutputs(
@@ -97,6 +100,15 @@ def compute_outputs(
         tau_ff_full[..., :6],
         None if acc_full is None else acc_full[..., :6],
     )
+
+
+def rigid_body_effort(model: Any, v: FloatArray, effort: FloatArray | None, friction: core.Friction | None
+                      ) -> FloatArray | None:
+    """The measured joint efforts (..., n) less the friction torque at the measured joint
+    velocities: what accelerates the rigid bodies, tau - tau_f(qd) = M qdd + h (NaN rows stay NaN)."""
+    if effort is None or friction is None:
+        return effort
+    return effort - core.friction_torque(friction, v[..., model.nv - model.n:])
 
 
 def _predict_accelerations(
@@ -194,7 +206,8 @@ def _contact_batch(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray,
     out = np.full((B, path.kernel.size), np.nan)
     done = np.zeros(B, dtype=bool)
     tau_in = path.tau.copy()
-    efforts = [None] * B if effort is None else [e if np.isfinite(e).all() else None for e in effort]
+    net = rigid_body_effort(model, v, effort, friction)
+    efforts = [None] * B if net is None else [e if np.isfinite(e).all() else None for e in net]
     flying = np.asarray(~active.any(axis=-1))  # the general path's unconstrained outputs
     for b in range(B):
         tau = None
@@ -255,7 +268,8 @@ def _general_contact_outputs(model: Any, contacts: Contacts, q: FloatArray, v: F
         wrench[take] = contact_wrenches(contacts, lam)  # an inactive contact's lam is zero
         out = out._replace(tau_ff=tau_ff, tau_g=tau_g)
         if effort is not None and free.qdd_pred is not None:
-            out = constrained_predictions(model, contacts, q, v, effort, base_pose, active, rows, out, fast)
+            out = constrained_predictions(model, contacts, q, v, rigid_body_effort(model, v, effort, friction),
+                                          base_pose, active, rows, out, fast)
     pulling, slipping = check_wrenches(model, contacts, q, base_pose, wrench, active, fast)
     return out._replace(checks=ContactChecks(pulling, slipping, unbalanced))
 
@@ -273,7 +287,7 @@ def _one_contact_sample(model: Any, contacts: Contacts, q: FloatArray, v: FloatA
     tau_in = None
     if effort is not None:
         tau_in = path.tau
-        tau_in[path.joints] = effort
+        tau_in[path.joints] = rigid_body_effort(model, v, effort, friction)
     if not path.kernel(q, v, a, tau_in, base_pose, active, out):
         return None
     return _kernel_outputs(contacts, path, out, v, effort, active, friction)
@@ -328,8 +342,9 @@ def contact_torques(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray
 def constrained_predictions(model: Any, contacts: Any, q: FloatArray, v: FloatArray, effort: FloatArray,
                             base_pose: FloatArray | None, active: NDArray[np.bool_], rows: NDArray[np.bool_],
                             out: DynamicsOutputs, fast: bool = True) -> DynamicsOutputs:
-    """constrained_aba on the rows in contact that have efforts (the base passive); ``contacts``
-    a Contacts or a loops.Loops (their constraint set ``on(model)``); fast=False: its readable path."""
+    """constrained_aba on the rows in contact that have efforts (the base passive; ``effort`` less
+    any friction compensated, see rigid_body_effort); ``contacts`` a Contacts or a loops.Loops
+    (their constraint set ``on(model)``); fast=False: its readable path."""
     assert out.qdd_pred is not None
     nb = model.nv - model.n
     tau = np.concatenate((np.zeros(effort.shape[:-1] + (nb,)), effort), axis=-1)

@@ -21,7 +21,8 @@ from numpy.typing import NDArray
 
 from liedyn_ros import core
 from liedyn_ros.core.constraints.inverse import passive_mask
-from liedyn_ros.pipeline.compute import UNBALANCED_RTOL, DynamicsOutputs, compute_outputs, constrained_predictions
+from liedyn_ros.pipeline.compute import (UNBALANCED_RTOL, DynamicsOutputs, compute_outputs, constrained_predictions,
+                                         rigid_body_effort)
 from liedyn_ros.pipeline.config import FloatArray, PipelineConfig
 from liedyn_ros.pipeline.contacts import (
     ContactChecks, Contacts, check_wrenches, contact_wrenches, forces_closest_to,
@@ -132,8 +133,8 @@ def compute_loop_outputs(
         tau_ff = tau_ff + np.where(passive, 0.0, core.friction_torque(friction, v_ff[..., nb:]))
     out = free._replace(tau_ff=tau_ff, tau_g=tau_g, tau_free=free.tau_ff)
     if effort is not None and free.qdd_pred is not None:
-        out = constrained_predictions(model, loops, q, v, np.where(passive, 0.0, effort), base_pose, act,
-                                      np.ones(lead, dtype=bool), out)
+        net = np.where(passive, 0.0, rigid_body_effort(model, v, effort, friction))  # friction: as compensated
+        out = constrained_predictions(model, loops, q, v, net, base_pose, act, np.ones(lead, dtype=bool), out)
     contacts = loops.contacts
     if contacts is None:
         none = np.zeros(lead + (0,), dtype=bool)

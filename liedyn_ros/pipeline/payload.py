@@ -8,7 +8,9 @@ The parameters (CONVENTIONS.md) are those `liedyn-replay --identify` writes to i
     inertial_parameters (parameters(model) order; [0.0]: the URDF's)
 
 `dynamics_from` builds the complete (model, friction) pair from the URDF model, so that the
-pipeline can swap both in one assignment: no sample ever sees half of a change.
+pipeline can swap both in one assignment: no sample ever sees half of a change. Values no robot
+can have (core.identification.plausibility: friction beyond the URDF's effort limits, a body
+mass far from the URDF's, a non-physical body) are refused with the joint or body and the bound.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from liedyn_ros.core.identification import DEFAULT_SMOOTHING, Friction, with_parameters, with_payload
+from liedyn_ros.core.identification import DEFAULT_SMOOTHING, Friction, Recorded, implausible, with_parameters, with_payload
 
 # name -> (default, description); ROS needs a typed default, so "not set" is "" or [0.0].
 DYNAMICS_PARAMETERS: dict[str, tuple[Any, str]] = {
@@ -52,12 +54,16 @@ def _per_joint(name: str, values: Any, n: int) -> np.ndarray:
     return x
 
 
-def dynamics_from(model: Any, values: dict[str, Any]) -> Dynamics:
-    """(model with corrected parameters and payload, friction) from parameter values; raises
-    ValueError naming the bad parameter. Missing keys take their defaults."""
+def dynamics_from(model: Any, values: dict[str, Any], recorded: Recorded | None = None) -> Dynamics:
+    """(model with corrected parameters and payload, friction) from parameter values on the URDF's
+    `model`; raises ValueError naming the bad parameter, or the joints and bodies whose values are
+    implausible (`recorded`: also against a recording's largest efforts). Missing keys
+    take their defaults."""
     get = {k: values.get(k, default) for k, (default, _) in DYNAMICS_PARAMETERS.items()}
+    urdf = model
     pi = np.asarray(get["inertial_parameters"], dtype=np.float64).reshape(-1)
-    if not (pi.size == 1 and pi[0] == 0.0):
+    corrected = not (pi.size == 1 and pi[0] == 0.0)
+    if corrected:
         try:
             model = with_parameters(model, pi)
         except ValueError as exc:
@@ -76,4 +82,8 @@ def dynamics_from(model: Any, values: dict[str, Any]) -> Dynamics:
         friction = Friction(coulomb, viscous, offset, smoothing=float(get["friction_smoothing"]))
     except (TypeError, ValueError) as exc:
         raise ValueError(str(exc) if str(exc).startswith("friction_") else f"friction_{exc}") from None
+    problems = implausible(urdf, friction=friction, inertial_parameters=pi if corrected else None,
+                           payload_mass=float(get["payload_mass"]) if link else None, recorded=recorded)
+    if problems:
+        raise ValueError("implausible values (refused: a fit gone wrong, not a robot): " + "; ".join(problems))
     return Dynamics(model, friction if bool(get["friction_compensation"]) else None)

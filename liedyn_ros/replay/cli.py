@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 from .accel import SavgolSettings
 from .errors import ReplayError
 from .external import ObserverSettings
-from .identify import format_report
+from .identify import MIN_SPEED, format_report
 from .run import ReplayOptions, ReplayReport, replay
 
 if TYPE_CHECKING:
@@ -56,7 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Savitzky-Golay polynomial order (default %(default)s)")
     p.add_argument("--identify", action="append", nargs="+", default=[], metavar="WHAT",
                    help="fit 'friction', 'payload LINK' or 'inertia' (repeatable) on the first 70%% of the "
-                   "samples, validate on the rest; writes DIR/identified.yaml for the node")
+                   "samples within --start/--end, validate on the rest; writes DIR/identified.yaml for the node")
+    p.add_argument("--identify-min-speed", type=float, default=MIN_SPEED, metavar="V",
+                   help="--identify leaves out a joint's rows while it moves slower than V rad/s or m/s "
+                   "(at rest it holds any static friction; default %(default)s)")
     p.add_argument("--observer-gain", type=float, default=ObserverSettings.gain, metavar="K",
                    help="momentum observer gain [1/s]: the estimate follows the external torque with "
                    "time constant 1/K (default %(default)s)")
@@ -86,6 +89,7 @@ def options_from_args(args: argparse.Namespace, out: Path, progress: bool) -> Re
         gravity=None if args.gravity is None else tuple(args.gravity),
         effort_topic=args.effort_topic, effort_joints=joints, savgol=savgol, observer=observer,
         progress=progress, plots=not args.no_plots, identify=tuple(tuple(w) for w in args.identify),
+        identify_min_speed=args.identify_min_speed,
         start_s=args.start, end_s=args.end, params=args.params, contact_state_topic=args.contact_state_topic,
     )
 

@@ -1,25 +1,34 @@
 """`--identify friction|payload LINK|inertia`: the fit of core.identification on a replayed bag.
 
-The replay's blocks feed normal equations as they stream (bounded memory): the first 70% of the
-joint samples fit, the rest validate. At the end the constrained least squares is solved and
-DIR/identified.yaml (a ros__parameters file for the node), the "identification" section of
-summary.json and identification.png (validation residual before and after) are written.
+Before the replay, `survey` reads the joint samples once (no dynamics) to place the split: the
+first 70% of the samples inside --start/--end fit, the rest validate; too few moving samples
+are refused then, with the counts, rather than after the whole replay. The replay's blocks then
+feed normal equations as they stream (bounded memory). At the end the constrained least squares
+is solved, its values are checked for plausibility (core.identification.plausibility, against
+the URDF's limits and the recording's largest efforts), and DIR/identified.yaml (a
+ros__parameters file for the node, friction compensation on when friction was identified), the
+"identification" section of summary.json and identification.png (validation residual before
+and after) are written; implausible values are refused (no identified.yaml, the reasons in
+summary.json).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from liedyn_ros.core.identification import Recorded
 from liedyn_ros.core.identification.fit import IdentificationProblem, IdentificationResult, NormalEquations, identify
+from liedyn_ros.pipeline.payload import dynamics_from
 
 from .errors import ReplayError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
     from pathlib import Path
 
     from numpy.typing import NDArray
@@ -27,10 +36,12 @@ if TYPE_CHECKING:
     from .samples import SampleBlock
 
 FIT_SHARE = 0.7
+MIN_SPEED = IdentificationProblem.min_speed  # rad/s or m/s: a joint's rows count from this speed on
+MIN_VALIDATION_ROWS = 10
 PLOT_POINTS = 2000
 
 
-def parse_targets(model: Any, targets: Sequence[Sequence[str]]) -> IdentificationProblem:
+def parse_targets(model: Any, targets: Sequence[Sequence[str]], min_speed: float = MIN_SPEED) -> IdentificationProblem:
     """The problem of the --identify arguments, e.g. [["friction"], ["payload", "tool0"]]."""
     friction = inertia = False
     link = None
@@ -44,51 +55,111 @@ def parse_targets(model: Any, targets: Sequence[Sequence[str]]) -> Identificatio
             raise ReplayError(f"--identify {' '.join(words)}: expected 'friction', 'payload LINK' or 'inertia'")
     if importlib.util.find_spec("cvxpy") is None:  # say so now, not after the whole replay
         raise ReplayError("--identify needs cvxpy (a dependency of liedyn_ros): pip install cvxpy")
+    if not (np.isfinite(min_speed) and min_speed >= 0):
+        raise ReplayError(f"--identify-min-speed must be a speed >= 0, got {min_speed}")
     try:
-        return IdentificationProblem(model, friction=friction, payload_link=link, inertia=inertia)
+        return IdentificationProblem(model, friction=friction, payload_link=link, inertia=inertia, min_speed=min_speed)
     except ValueError as err:
         raise ReplayError(f"--identify: {err}") from err
 
 
-class Identifier:
-    """Accumulates a replay's samples; `finish` fits and writes the results."""
+@dataclass(frozen=True)
+class Split:
+    """Where a recording's fit part ends (the first stamp that validates) and, per joint, its
+    moving rows with a measured effort in each part."""
 
-    def __init__(self, problem: IdentificationProblem, expected_samples: int,
+    split_ns: int
+    fit_rows: NDArray[np.int64]
+    validation_rows: NDArray[np.int64]
+
+    def shortage(self, problem: IdentificationProblem, names: Sequence[str]) -> str | None:
+        """Why these rows cannot fit and validate `problem` (counts, needs, what to do), or None."""
+        fit, val = int(self.fit_rows.sum()), int(self.validation_rows.sum())
+        if fit >= problem.size and val >= MIN_VALIDATION_ROWS:
+            return None
+        per_joint = ", ".join(f"{j} {f}/{v}" for j, f, v in zip(names, self.fit_rows, self.validation_rows))
+        return (f"--identify: too few moving samples with measured effort: {fit} to fit and {val} to validate "
+                f"(joint rows counted while the joint moves at least {problem.min_speed:g} rad/s or m/s), "
+                f"needed at least {problem.size} (one per unknown) and {MIN_VALIDATION_ROWS}; per joint fit/validation: "
+                f"{per_joint}. Record longer or with more motion, widen --start/--end, lower "
+                "--identify-min-speed, or identify fewer things")
+
+
+def survey(blocks: Iterable[SampleBlock], window: tuple[float, float], min_speed: float) -> Split:
+    """The split of the samples inside `window` (s since the first sample's stamp) into the first
+    FIT_SHARE and the rest, and each part's moving rows per joint: one pass over the samples
+    without dynamics, so that the split and a shortage are known before the replay."""
+    stamps, moving, t0 = [], [], None
+    for block in blocks:
+        t0 = block.stamp_ns[0] * 1e-9 if t0 is None else t0
+        t = block.stamp_ns * 1e-9 - t0
+        inside = (t >= window[0]) & (t <= window[1])
+        n = block.effort.shape[1]
+        stamps.append(block.stamp_ns[inside])
+        qd = block.v[inside, -n:]
+        moving.append((np.abs(qd) >= min_speed) & np.isfinite(block.effort[inside]))
+    if not stamps or not sum(map(len, stamps)):
+        raise ReplayError("--identify: no joint samples inside --start/--end")
+    stamp, rows = np.concatenate(stamps), np.concatenate(moving)
+    cut = int(FIT_SHARE * len(stamp))
+    return Split(int(stamp[cut]) if cut < len(stamp) else int(stamp[-1]) + 1,
+                 rows[:cut].sum(0), rows[cut:].sum(0))
+
+
+class Identifier:
+    """Accumulates a replay's samples; `finish` fits and writes the results.
+
+    `urdf`: the URDF's model, against which the file written is checked; `payload`: a known
+    payload's share of parameters(problem.model), or None; rows stamped before `split_ns` fit,
+    the others validate."""
+
+    def __init__(self, problem: IdentificationProblem, urdf: Any, split_ns: int,
                  payload: NDArray[np.float64] | None = None) -> None:
-        self.problem = problem
-        self.payload = payload  # a known payload's share of parameters(problem.model), or None
+        self.problem, self.urdf, self.split_ns, self.payload = problem, urdf, split_ns, payload
         n, p = problem.model.n, problem.size
         self.fit, self.validation = NormalEquations(n, p), NormalEquations(n, p)
-        self.split = int(FIT_SHARE * expected_samples)
-        self.seen = 0
+        self.max_effort = np.zeros(n)
         # a thinned copy of the validation samples for the plot (as replay.plots keeps its series)
-        self.stride, self.t = 1, np.zeros(0)
+        self.stride, self.seen, self.t = 1, 0, np.zeros(0)
         self.G, self.r = np.zeros((0, n, p)), np.zeros((0, n))
 
     def add(self, block: SampleBlock, accel: NDArray[np.float64]) -> None:
         G, r = self.problem.columns(block.q, block.v, accel, block.effort, base_pose=block.base_pose)
-        cut = int(np.clip(self.split - self.seen, 0, len(r)))
+        cut = int(np.searchsorted(block.stamp_ns, self.split_ns))
         self.fit.add(G[:cut], r[:cut])
         self.validation.add(G[cut:], r[cut:])
-        index = np.arange(self.seen, self.seen + len(r))[cut:]
+        self.max_effort = np.maximum(self.max_effort, np.nan_to_num(np.abs(block.effort)).max(0, initial=0.0))
+        index = np.arange(self.seen, self.seen + len(r) - cut)  # the validation rows' running index
         keep = index % self.stride == 0
         self.t = np.concatenate([self.t, block.stamp_ns[cut:][keep] * 1e-9])
         self.G, self.r = np.concatenate([self.G, G[cut:][keep]]), np.concatenate([self.r, r[cut:][keep]])
         while len(self.t) > 2 * PLOT_POINTS:
             self.stride *= 2
             self.t, self.G, self.r = self.t[::2], self.G[::2], self.r[::2]
-        self.seen += len(r)
+        self.seen += len(r) - cut
 
     def finish(self, out: Path, plots: bool) -> tuple[dict[str, Any], list[Path]]:
-        """Solve, write identified.yaml (and the plot); returns the summary section and the files."""
-        if self.fit.rows.sum() == 0 or self.validation.rows.sum() == 0:
-            raise ReplayError("--identify: too few moving samples with measured effort to fit and validate")
+        """Solve, check, write identified.yaml (and the plot); returns the summary section and the
+        files. A section with "error" (too few rows, implausible values) comes without the file."""
+        names = self.problem.model.joint_names
+        short = Split(self.split_ns, self.fit.rows, self.validation.rows).shortage(self.problem, names)
+        if short is not None:
+            return {"error": short, "fit_samples": int(self.fit.rows.sum()),
+                    "validation_samples": int(self.validation.rows.sum())}, []
         result = identify(self.problem, self.fit, self.validation)
-        files = [out / "identified.yaml"]
-        files[0].write_text(parameter_file(result, self.payload))
-        if plots and len(self.t):
-            files.append(self._plot(out / "identification.png", result))
-        return summary_section(result, self.payload), files
+        section = summary_section(result, self.payload)
+        files = [out / "identification.png"] if plots and len(self.t) else []
+        if files:
+            self._plot(files[0], result)
+        try:
+            dynamics_from(self.urdf, section["node_parameters"], Recorded(self.max_effort))
+        except ValueError as err:
+            section["error"] = (f"--identify: identified.yaml not written: {err}. The recording does not determine "
+                                "these values: excite the joints and bodies named, or identify fewer things")
+            return section, files
+        files.append(out / "identified.yaml")
+        files[-1].write_text(parameter_file(section["node_parameters"]))
+        return section, files
 
     def _plot(self, path: Path, result: IdentificationResult) -> Path:
         import matplotlib
@@ -103,6 +174,10 @@ class Identifier:
         for j, ax in enumerate(axes[:, 0]):
             ax.plot(t, self.r[:, j], linewidth=0.8, label=f"before (RMS {result.rms_before[j]:.3g})")
             ax.plot(t, after[:, j], linewidth=0.8, label=f"after (RMS {result.rms_after[j]:.3g})")
+            if not self.validation.rows[j]:  # RMS NaN: say why rather than leave an empty panel
+                ax.text(0.5, 0.5, "RMS nan: no validation rows (the joint never moved at least "
+                        f"{self.problem.min_speed:g} with a measured effort here; see --identify-min-speed)",
+                        transform=ax.transAxes, ha="center", fontsize=7)
             ax.set_ylabel(f"{names[j]}\n[N m]", fontsize=7)
             ax.legend(loc="upper right", fontsize=7)
             ax.grid(True, alpha=0.3)
@@ -123,20 +198,21 @@ def node_parameters(result: IdentificationResult, payload: NDArray[np.float64] |
         params |= {"payload_link": payload["link"], "payload_mass": payload["mass"],
                    "payload_com": payload["com"], "payload_inertia": payload["inertia"]}
     friction = result.friction
-    if friction is not None:
+    if friction is not None:  # compensated as soon as the file is loaded: what it was identified for
         params |= {"friction_coulomb": friction.coulomb.tolist(), "friction_viscous": friction.viscous.tolist(),
-                   "friction_offset": friction.offset.tolist(), "friction_smoothing": friction.smoothing}
+                   "friction_offset": friction.offset.tolist(), "friction_smoothing": friction.smoothing,
+                   "friction_compensation": True}
     if result.parameters is not None:
         pi = result.parameters if payload is None else result.parameters - payload
         params["inertial_parameters"] = pi.tolist()
     return params
 
 
-def parameter_file(result: IdentificationResult, payload: NDArray[np.float64] | None = None) -> str:
-    """A ros__parameters YAML for any node name (`/**`); values as JSON, which YAML reads."""
+def parameter_file(params: dict[str, Any]) -> str:
+    """A ros__parameters YAML of `params` for any node name (`/**`); values as JSON, which YAML reads."""
     lines = ["# identified by liedyn-replay --identify; load with --params-file or ros2 param load",
              "/**:", "  ros__parameters:"]
-    lines += [f"    {k}: {json.dumps(v)}" for k, v in node_parameters(result, payload).items()]
+    lines += [f"    {k}: {json.dumps(v)}" for k, v in params.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -163,6 +239,8 @@ def summary_section(result: IdentificationResult, payload: NDArray[np.float64] |
 
 def format_report(section: dict[str, Any]) -> str:
     """Text for the terminal: the parameters with standard deviations and the validation RMS."""
+    if "parameters" not in section:
+        return f"identification: {section['error']}"
     lines = [f"identification: fit on {section['fit_samples']} rows, validated on {section['validation_samples']}; "
              f"condition number {section['condition_number']:.3g}" if section["condition_number"] else
              "identification: nothing excited"]
@@ -180,4 +258,6 @@ def format_report(section: dict[str, Any]) -> str:
         lines.append(f"  WARNING: the fitted model predicts the held-back samples worse on {section['validation_worse']}: "
                      "this recording does not determine the parameters well enough; do not use identified.yaml "
                      "as it is (excite the joints more, or identify fewer things)")
+    if "error" in section:
+        lines.append(f"  REFUSED: {section['error']}")
     return "\n".join(lines)

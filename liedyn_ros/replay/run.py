@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from .bagio import BagSet
 from . import outdir
 from .errors import ReplayError
 from .external import ExternalTorque, ObserverSettings
-from .identify import Identifier, parse_targets
+from .identify import MIN_SPEED, Identifier, parse_targets, survey
 from .outputs import OutputWriter
 from .plots import PlotRecorder
 from .samples import SampleStream, Topics
@@ -65,6 +65,7 @@ class ReplayOptions:
     savgol: SavgolSettings = field(default_factory=SavgolSettings)
     observer: ObserverSettings = field(default_factory=ObserverSettings)
     identify: tuple[tuple[str, ...], ...] = ()  # --identify arguments, e.g. (("payload", "tool0"),)
+    identify_min_speed: float = MIN_SPEED  # rad/s or m/s: slower joint rows are left out of the fit
     chunk_size: int = 4096
     progress: bool = True
     plots: bool = True
@@ -184,20 +185,32 @@ def _dynamics(urdf_model: Any, params: dict[str, Any], options: ReplayOptions) -
         raise ReplayError(f"--params {options.params}: {err}") from err
 
 
-def _identifier(urdf_model: Any, params: dict[str, Any], options: ReplayOptions, samples: int) -> Identifier | None:
+def _identifier(urdf_model: Any, params: dict[str, Any], options: ReplayOptions,
+                stream: Callable[[], SampleStream]) -> Identifier | None:
     """The fit of --identify on the node's model. An identified payload replaces the one of --params;
     a payload of --params that stays is left out of the identified inertial_parameters again (the
-    node adds it to them)."""
+    node adds it to them). The samples of `stream` are surveyed first: the split inside the
+    window, and too few moving samples refused now rather than after the replay."""
     if not options.identify:
         return None
-    problem = parse_targets(urdf_model, options.identify)
+    problem = parse_targets(urdf_model, options.identify, options.identify_min_speed)
     keep = {k: v for k, v in params.items() if k in DYNAMICS_PARAMETERS and k != "friction_compensation"}
     if problem.payload_link:
         keep = {k: v for k, v in keep.items() if not k.startswith("payload_")}
     bare = _dynamics(urdf_model, {k: v for k, v in keep.items() if not k.startswith("payload_")}, options).model
     model = _dynamics(urdf_model, keep, options).model
-    problem = parse_targets(model, options.identify)
-    return Identifier(problem, samples, payload=core.parameters(model) - core.parameters(bare))
+    problem = parse_targets(model, options.identify, options.identify_min_speed)
+    split = survey(stream().blocks(options.chunk_size), _window(options), problem.min_speed)
+    short = split.shortage(problem, model.joint_names)
+    if short is not None:
+        raise ReplayError(short)
+    return Identifier(problem, urdf_model, split.split_ns, payload=core.parameters(model) - core.parameters(bare))
+
+
+def _window(options: ReplayOptions) -> tuple[float, float]:
+    """--start/--end in s since the first joint state's stamp (unbounded when absent)."""
+    return (-math.inf if options.start_s is None else options.start_s,
+            math.inf if options.end_s is None else options.end_s)
 
 
 def _looks_like_xacro(source: str, path: Path | None) -> bool:
@@ -225,6 +238,7 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         topics = _topics(bags, model, options, config, contacts)
         diagnose.check_effort_entries(bags, topics, model)
         diagnose.check_one_recording(bags)
+        identifier = _identifier(urdf_model, params, options, lambda: SampleStream(bags, model, topics, config))
         outdir.claim(options.out)
         predict = _prepare_kernels(model, options)
         stream = SampleStream(bags, model, topics, config)
@@ -234,7 +248,6 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         summary = ResidualSummary(names, kinds, contact_links=links, constrained=constrained)
         recorder = PlotRecorder(names, kinds, effort_label="commanded" if topics.effort else "measured",
                                 gravity=bool(np.any(model.gravity)), contact_links=links, constrained=constrained)
-        identifier = _identifier(urdf_model, params, options, bags.message_count([topics.joint_states]))
         external = ExternalTorque(model, options.observer, dyn.friction)
         with OutputWriter(options.out, model, config) as writer:
             dynamics = BlockDynamics(model, config, contacts, options, predict, dyn.friction, loops)
@@ -258,6 +271,8 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
     )
     summary.save(options.out / "summary.json", {k: v for k, v in report.as_dict().items() if k != "summary"})
     outdir.record(options.out)
+    if identification is not None and "error" in identification:  # after summary.json, which says it too
+        raise ReplayError(identification["error"])
     return report
 
 
@@ -309,8 +324,7 @@ def _stream(stream: SampleStream, options: ReplayOptions, dynamics: BlockDynamic
     differentiator = StreamingDifferentiator(options.savgol)
     progress = _progress_bar(stream, options)
     dropped: dict[str, int] = {}
-    window = (-math.inf if options.start_s is None else options.start_s,
-              math.inf if options.end_s is None else options.end_s)
+    window = _window(options)
 
     def leave_out(block: SampleBlock, accel: NDArray[np.float64], ok: NDArray[np.bool_], reason: str
                   ) -> tuple[SampleBlock, NDArray[np.float64]]:

@@ -1,0 +1,105 @@
+"""Whether friction, inertial parameters and a payload are plausible for a robot.
+
+A parameter file the node compensates with commands its values as torques: friction the motors
+could not deliver, or a body several times heavier or lighter than the robot's URDF says, is
+a fit gone wrong (a recording that did not excite it, a solver adrift), never a robot. The
+same rules refuse such values before `liedyn-replay --identify` writes them and when the node
+or the replay's --params loads them:
+
+- friction: Coulomb f_c and viscous f_v >= 0; the friction torque at the URDF velocity limit,
+  f_c + |f_o| + f_v v_max, at most the URDF effort limit (a joint whose friction there exceeds
+  what its motor delivers could not reach that speed); when the recording is known, the
+  friction at low speed, f_c + |f_o|, at most the largest recorded |effort| (the joint moved, so
+  its motor overcame it; the viscous part is not bounded by the recording, as gravity and
+  inertia can help the motor at the fastest samples);
+- a body's mass within [1 / MASS_FACTOR, MASS_FACTOR] times the URDF's (a massless body stays
+  massless), its pseudo-inertia positive semidefinite (Wensing, Kim and Slotine 2017);
+- a payload's mass at most PAYLOAD_FACTOR times the robot's (moving bodies of the URDF);
+- everything finite.
+Unset limits (absent, zero or infinite in the URDF) bound nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model import Model
+from .friction import Friction
+from .parameters import parameter_labels, parameters, pseudo_inertia
+
+__all__ = ["MASS_FACTOR", "PAYLOAD_FACTOR", "Recorded", "implausible"]
+
+MASS_FACTOR = 3.0  # a body's mass may differ from its URDF mass by this factor either way
+PAYLOAD_FACTOR = 1.0  # a payload may weigh up to the robot's moving bodies together
+_PSD_TOL = 1e-9  # pseudo-inertia eigenvalues, relative to the largest
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """Per joint (model order): the largest |effort| of a recording's samples."""
+
+    max_effort: np.ndarray
+
+
+def implausible(model: Model, *, friction: Friction | None = None, inertial_parameters: np.ndarray | None = None,
+                payload_mass: float | None = None, recorded: Recorded | None = None) -> list[str]:
+    """What is implausible in the given values for `model` (the URDF's), each naming the joint or
+    body and the bound; empty when all is plausible."""
+    problems: list[str] = []
+    if friction is not None:
+        problems += _friction(model, friction, recorded)
+    if inertial_parameters is not None:
+        problems += _bodies(model, np.asarray(inertial_parameters, dtype=float))
+    if payload_mass is not None and not 0.0 <= payload_mass <= PAYLOAD_FACTOR * model.mass:
+        problems.append(f"payload_mass: {payload_mass:.4g} kg is outside [0, {PAYLOAD_FACTOR:g} x the robot's "
+                        f"{model.mass:.4g} kg]")
+    return problems
+
+
+def _friction(model: Model, friction: Friction, recorded: Recorded | None) -> list[str]:
+    out = []
+    f_c, f_v, f_o = friction.coulomb, friction.viscous, friction.offset
+    for j, name in enumerate(model.joint_names):
+        if f_c[j] < 0 or f_v[j] < 0:
+            out.append(f"{name}: negative friction (Coulomb {f_c[j]:.4g}, viscous {f_v[j]:.4g}); both must be >= 0")
+            continue
+        static = f_c[j] + abs(f_o[j])
+        limit, speed = _limit(model.effort_limit[j]), _limit(model.velocity_limit[j], 0.0)
+        if static + f_v[j] * speed > limit:
+            out.append(f"{name}: friction torque {static + f_v[j] * speed:.4g} at the URDF velocity limit {speed:.4g} "
+                       f"(Coulomb {f_c[j]:.4g} + |offset| {abs(f_o[j]):.4g} + viscous {f_v[j]:.4g} x {speed:.4g}) "
+                       f"exceeds the URDF effort limit {limit:.4g}")
+        elif recorded is not None and static > recorded.max_effort[j] * (1 + 1e-9):
+            out.append(f"{name}: friction at low speed {static:.4g} (Coulomb {f_c[j]:.4g} + |offset| "
+                       f"{abs(f_o[j]):.4g}) exceeds the largest recorded |effort| {recorded.max_effort[j]:.4g}")
+    return out
+
+
+def _limit(value: float, unset: float = np.inf) -> float:
+    """A URDF limit; absent (inf) or zero (a common placeholder) is unset."""
+    return float(value) if np.isfinite(value) and value > 0 else unset
+
+
+def _bodies(model: Model, pi: np.ndarray) -> list[str]:
+    pi0 = parameters(model)
+    if pi.shape != pi0.shape:
+        return [f"inertial_parameters: expected {pi0.size} values (10 per body), got {pi.size}"]
+    if not np.all(np.isfinite(pi)):
+        return ["inertial_parameters: contains NaN or infinite values"]
+    names = parameter_labels(model)[::10]
+    out = []
+    for name, body, body0 in zip(names, pi.reshape(-1, 10), pi0.reshape(-1, 10)):
+        if np.array_equal(body, body0):  # the URDF's own (a flaw in it was reported when it loaded)
+            continue
+        name, m, m0 = name.rpartition(".")[0], body[0], body0[0]
+        if m0 > 0 and not m0 / MASS_FACTOR <= m <= MASS_FACTOR * m0:
+            out.append(f"{name}: mass {m:.4g} kg is outside [1/{MASS_FACTOR:g}, {MASS_FACTOR:g}] x the URDF's "
+                       f"{m0:.4g} kg")
+        elif m0 <= 0 and m != 0:
+            out.append(f"{name}: mass {m:.4g} kg on a body the URDF makes massless")
+        eig = np.linalg.eigvalsh(pseudo_inertia(body))
+        if eig[0] < -_PSD_TOL * max(eig[-1], 1e-300):
+            out.append(f"{name}: not a physical rigid body (pseudo-inertia eigenvalue {eig[0]:.3g} < 0: "
+                       "negative mass or an inertia violating the triangle inequality)")
+    return out
