@@ -201,6 +201,22 @@ def test_identified_file_as_written_compensates_friction_and_reduces_the_residua
     assert np.all(promised > 8) and np.all(achieved > 8), (promised, achieved)
 
 
+def test_identified_inertias_leave_a_known_payload_to_the_payload_parameters(panda, tmp_path) -> None:
+    """--params holds a 0.5 kg payload, --identify inertia: the file's inertial_parameters are the
+    bodies without it (the node adds payload_* to them), not the bodies with it counted twice."""
+    com, inertia = [0.0, 0.0, 0.08], [1e-3, 0.0, 0.0, 1e-3, 0.0, 1e-3]
+    held = ident.with_payload(panda, "panda_hand", 0.5, com, inertia)
+    rec = synthetic(held, 6.0, seed=10)
+    params = tmp_path / "params.yaml"
+    params.write_text(f"/**:\n  ros__parameters:\n    payload_link: panda_hand\n    payload_mass: 0.5\n"
+                      f"    payload_com: {com}\n    payload_inertia: {inertia}\n")
+    out = tmp_path / "out"
+    assert replay(bag_of(tmp_path, rec), write_urdf(tmp_path), out, "--params", str(params),
+                  "--identify", "inertia", "--identify", "friction") == 0
+    pi = np.array(summary(out)["identification"]["node_parameters"]["inertial_parameters"]).reshape(-1, 10)
+    np.testing.assert_allclose(pi[:, 0], ident.parameters(panda).reshape(-1, 10)[:, 0], rtol=1e-3)
+
+
 # -- predictions take the compensated friction off the efforts --------------------------------------------
 
 

@@ -90,8 +90,8 @@ def compute_outputs(
     if friction is not None:
         tau_ff_full[..., model.nv - model.n:] += core.friction_torque(friction, v_ff[..., model.nv - model.n:])
     tau_g_full = algorithms.gravity(model, q, base_pose=base_pose)
-    acc_full = _predict_accelerations(model, q, v, rigid_body_effort(model, v, effort, friction), base_pose,
-                                      algorithms)
+    net = None if effort is None else rigid_body_effort(model, v, effort, friction)
+    acc_full = _predict_accelerations(model, q, v, net, base_pose, algorithms)
     if not model.floating_base:
         return DynamicsOutputs(tau_ff_full, tau_g_full, acc_full)
     return DynamicsOutputs(
@@ -102,11 +102,10 @@ def compute_outputs(
     )
 
 
-def rigid_body_effort(model: Any, v: FloatArray, effort: FloatArray | None, friction: core.Friction | None
-                      ) -> FloatArray | None:
+def rigid_body_effort(model: Any, v: FloatArray, effort: FloatArray, friction: core.Friction | None) -> FloatArray:
     """The measured joint efforts (..., n) less the friction torque at the measured joint
     velocities: what accelerates the rigid bodies, tau - tau_f(qd) = M qdd + h (NaN rows stay NaN)."""
-    if effort is None or friction is None:
+    if friction is None:
         return effort
     return effort - core.friction_torque(friction, v[..., model.nv - model.n:])
 
@@ -206,7 +205,7 @@ def _contact_batch(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray,
     out = np.full((B, path.kernel.size), np.nan)
     done = np.zeros(B, dtype=bool)
     tau_in = path.tau.copy()
-    net = rigid_body_effort(model, v, effort, friction)
+    net = None if effort is None else rigid_body_effort(model, v, effort, friction)
     efforts = [None] * B if net is None else [e if np.isfinite(e).all() else None for e in net]
     flying = np.asarray(~active.any(axis=-1))  # the general path's unconstrained outputs
     for b in range(B):

@@ -193,10 +193,10 @@ def node_parameters(result: IdentificationResult, payload: NDArray[np.float64] |
     """The node's parameters (CONVENTIONS.md) holding what was identified. `payload`: the share of
     a known payload in the model's parameters, which inertial_parameters leave to payload_*."""
     params: dict[str, Any] = {}
-    payload = result.payload
-    if payload is not None:
-        params |= {"payload_link": payload["link"], "payload_mass": payload["mass"],
-                   "payload_com": payload["com"], "payload_inertia": payload["inertia"]}
+    identified = result.payload
+    if identified is not None:
+        params |= {"payload_link": identified["link"], "payload_mass": identified["mass"],
+                   "payload_com": identified["com"], "payload_inertia": identified["inertia"]}
     friction = result.friction
     if friction is not None:  # compensated as soon as the file is loaded: what it was identified for
         params |= {"friction_coulomb": friction.coulomb.tolist(), "friction_viscous": friction.viscous.tolist(),
