@@ -63,14 +63,16 @@ from .derivatives import (
     rnea_time_derivatives,
 )
 from .identification import Friction, friction_torque, parameters, regressor, with_parameters, with_payload
-from .model import DEFAULT_GRAVITY, Flaw, Model, SingularInertiaError, URDFError, URDFWarning, load_urdf
+from .model import DEFAULT_GRAVITY, Flaw, Model, SingularInertiaError, URDFError, URDFLimitWarning, URDFWarning
 from .observer import MomentumObserver
+from .urdf import load_urdf
 
 __all__ = [
     "DEFAULT_GRAVITY",
     "Model",
     "URDFError",
     "URDFWarning",
+    "URDFLimitWarning",
     "Flaw",
     "SingularInertiaError",
     "load_urdf",
