@@ -5,6 +5,8 @@ qd], the base pose a 4x4 T_world_base. Pinocchio's free-flyer uses q = [p, quate
 w), joints] and v = [linear, angular, joints], both in the base (local) frame, and stores a
 continuous joint as (cos, sin). Pinocchio's URDF parser may order the joints differently and
 treats mimic joints as independent joints unless asked otherwise, hence `joint_order`.
+A URDF's floating root joint becomes Pinocchio's free-flyer placed at the joint's <origin> O, so
+its configuration is the joint's: T_world_base = O T(q_pin); ours stays T_world_base.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import numpy as np
 
 from .checks import check_pose, check_vector
 from .model import Model
-from .spatial import log_so3
+from .spatial import inv_se3, log_so3
 
 __all__ = [
     "pose_from_position_quaternion",
@@ -114,7 +116,8 @@ def to_pinocchio(model: Model, q, v=None, *, base_pose=None, joint_order: Sequen
     if model.floating_base:
         if base_pose is None:
             raise ValueError("base_pose: required for a floating-base model")
-        parts = list(position_quaternion_from_pose(base_pose)) + parts
+        joint_pose = inv_se3(model.root_joint_origin) @ check_pose("base_pose", base_pose)
+        parts = list(position_quaternion_from_pose(joint_pose)) + parts
     q_pin = _concat(parts) if parts else q_body  # no part: a fixed base without moving joints
     if v is None:
         return q_pin, None
@@ -144,7 +147,9 @@ def from_pinocchio(model: Model, q_pin, v_pin=None, *, joint_order: Sequence[str
         continuous = model.body_types[b] == "continuous"
         cols.append(np.arctan2(q_pin[..., s + 1], q_pin[..., s]) if continuous else q_pin[..., s])
     q = np.stack(cols, -1) if cols else q_pin[..., :0]
-    base_pose = pose_from_position_quaternion(q_pin[..., :3], q_pin[..., 3:7]) if model.floating_base else None
+    base_pose = None
+    if model.floating_base:
+        base_pose = model.root_joint_origin @ pose_from_position_quaternion(q_pin[..., :3], q_pin[..., 3:7])
     if v_pin is None:
         return q, None, base_pose
     v_pin = np.asarray(v_pin, dtype=float)
