@@ -42,70 +42,20 @@ from liedyn_ros.pipeline import (
     TOPIC_GRAVITY,
     TOPIC_PREDICTED_ACCELERATION,
     TOPIC_UNCONSTRAINED_FEEDFORWARD,
+    PARAMETERS,
     ContactSource,
     DynamicsPipeline,
     MessageClasses,
     OutputMessageFactory,
     PipelineConfig,
-    config_from_parameters,
+    check_parameters,
     contact_wrench_topic,
 )
 from liedyn_ros.pipeline.diagnostics import DiagnosticsReporter
 from liedyn_ros.pipeline.payload import DYNAMICS_PARAMETERS, Dynamics, dynamics_from
 
-# name -> (default, description); the types follow the defaults.
-PARAMETERS: dict[str, tuple[Any, str]] = {
-    "robot_description": ("", "URDF XML; empty: wait for the robot_description topic"),
-    "strict_urdf": (False, "true: refuse URDF flaws that ROS tools accept (non-PSD inertia, mimic of no moving joint)"),
-    "floating_base": (False, "true: add a floating base; false: the URDF decides (floating root joint)"),
-    "base_link": ("", "odometry child frame / base output frame; empty: the URDF root link"),
-    "gravity": ([0.0, 0.0, -9.81], "world-frame gravity vector [m/s^2]"),
-    "acceleration_source": ("zero", "zero | estimated | reference"),
-    "odom_max_age": (0.02, "max |joint state stamp - odometry stamp| [s]"),
-    "estimator_window": (0.05, "velocity differentiation window for 'estimated' [s]"),
-    "estimator_min_samples": (3, "samples needed in the window before estimating"),
-    "reference_max_age": (1.0, "max age of the reference trajectory [s]; <= 0 disables"),
-    "publish_feedforward": (True, "publish feedforward_torque"),
-    "publish_gravity": (True, "publish gravity_torque"),
-    "publish_predicted_acceleration": (True, "publish predicted_acceleration (needs efforts)"),
-    "publish_base_outputs": (True, "floating base: publish base_wrench, predicted_base_acceleration"),
-    "publish_effort_command": (False, "also publish feedforward torques on effort_command"),
-    "command_joints": ([""], "effort_command joint order; ['']: the model's joint order"),
-    "warn_period": (5.0, "min seconds between two warnings of the same kind"),
-    "contact_links": ([""], "links in contact with the ground; ['']: none (unconstrained outputs)"),
-    "contact_types": (["point"], "point | flat, one for all contacts or one per contact"),
-    "contact_offsets": ([0.0, 0.0, 0.0], "contact point x, y, z in the link frame [m], for all or per contact"),
-    "friction_coefficient": (0.7, "Coulomb friction coefficient of the contacts (> 0)"),
-    "contact_source": ("all", "all | topic (contact_state) | wrench (foot sensors) | kinematic"),
-    "contact_solution": ("min_torque", "min_torque | min_force, when the contacts do not fix the forces"),
-    "contact_max_age": (0.02, "max |joint state stamp - contact state stamp| [s]"),
-    "contact_force_threshold": (20.0, "wrench source: contact when |force| exceeds this [N]"),
-    "contact_wrench_topics": ([""], "wrench source: one topic per contact; ['']: contact_sensor/<link>"),
-    "contact_sole_size": ([0.0], "flat contacts: sole half-lengths x, y [m] about the contact point, "
-                          "for all or per flat contact; [0.0]: no centre-of-pressure check"),
-    "contact_height": (0.02, "kinematic source: max contact point height above ground_height [m]"),
-    "contact_speed": (0.1, "kinematic source: max contact point speed [m/s]"),
-    "ground_height": (0.0, "kinematic source: world height of the ground plane [m]"),
-    "publish_unconstrained": (False, "with contacts or loops, also publish unconstrained/feedforward_torque"),
-    "loop_closures": ([""], "closed loops, each 'link_a link_b point|weld'; ['']: none"),
-    "loop_offsets": ([0.0] * 6, "loop points x_a, y_a, z_a (link_a frame), x_b, y_b, z_b (link_b) [m], for all or per loop"),
-    "passive_joints": ([""], "unactuated joints (zero torque), with loops or contacts; ['']: none"),
-    "external_torque_observer": (True, "momentum observer: external_torque and collisions (needs measured efforts)"),
-    "observer_gain": (50.0, "momentum observer gain K [1/s]: the estimate lags by 1/K"),
-    "collision_threshold": ([10.0], "external torque [N m] that starts a collision: one for all joints or per joint"),
-    "collision_release": (0.5, "a collision ends when every joint is below this fraction of its threshold"),
-    "observer_max_gap": (0.1, "a gap between joint states longer than this [s] starts the observer over"),
-    "diagnostics_period": (1.0, "seconds between /diagnostics messages"),
-    **DYNAMICS_PARAMETERS,  # payload, friction, inertial parameters: swapped in at run time
-}
 # Parameters that change the URDF model itself (a change reloads it).
 MODEL_PARAMETERS = frozenset({"robot_description", "floating_base", "gravity", "strict_urdf"})
-
-
-def config_from(values: dict[str, Any]) -> PipelineConfig:
-    """PipelineConfig from parameter values; raises ValueError naming a bad parameter."""
-    return config_from_parameters({k: v for k, v in values.items()
-                                   if k not in DYNAMICS_PARAMETERS and k != "strict_urdf"})
 
 
 class DynamicsNode(Node):
@@ -236,7 +186,7 @@ class DynamicsNode(Node):
         """Everything the parameters give on this URDF model; raises ValueError naming a bad
         parameter (also one that only this model refuses: a contact link, a threshold count)."""
         dynamics = dynamics_from(model, values)
-        config = config_from(values)
+        config = check_parameters(values, model.joint_names).config
         factory = OutputMessageFactory(self._classes, model, config)
         logger = self.get_logger()
         pipeline = DynamicsPipeline(dynamics.model, config, log=lambda text: logger.warning(text),
@@ -288,10 +238,7 @@ class DynamicsNode(Node):
         values.update({p.name: p.value for p in params})
         dynamics = None
         try:
-            config_from(values)
-            gravity = np.asarray(values["gravity"], dtype=np.float64)
-            if gravity.shape != (3,) or not np.isfinite(gravity).all():
-                raise ValueError(f"gravity: expected 3 finite numbers, got {list(gravity)}")
+            check_parameters(values, () if self._urdf_model is None else self._urdf_model.joint_names)
             # With a model known, build what the values give on it, so that a value only the
             # model refuses (a contact link it lacks, thresholds for other joints) is refused
             # here, not accepted and then leaving the node without a model at the rebuild.

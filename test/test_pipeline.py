@@ -830,8 +830,8 @@ NODE_ONLY = {"robot_description", "floating_base", "strict_urdf", "gravity", "di
 
 def read_ros_parameters(path: Path) -> dict[str, Any]:
     """The ros__parameters of a node parameter file, read as the replay's --params reads it."""
-    from liedyn_ros.replay.run import load_parameters
-    return load_parameters(path)
+    from liedyn_ros.pipeline import load_parameter_file
+    return load_parameter_file(path).values
 
 
 @pytest.mark.parametrize("name", ["dynamics.yaml", "floating_base.yaml", "solo12_contacts.yaml"])

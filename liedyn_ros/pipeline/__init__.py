@@ -21,9 +21,11 @@ Data flow for one JointState, one module per stage::
 
 ``stream.DynamicsPipeline`` runs these stages per message for the node (and counts the contact
 checks, ``contacts.check_forces`` and ``contacts.check_tipping``); ``diagnostics`` turns its
-counters into the node's /diagnostics status; ``config`` holds the settings and skip reasons. Conventions (shared/CONVENTIONS.md): twists (omega, v), wrenches
-(m, f), angular first; the floating-base generalized velocity is the Odometry twist in
-child_frame_id, reordered angular-first; output stamps copy the JointState stamp.
+counters into the node's /diagnostics status; ``config`` holds the settings and skip reasons;
+``parameters`` the node's parameters and the one rule that checks them (node and parameter files).
+Conventions (shared/CONVENTIONS.md): twists (omega, v), wrenches (m, f), angular first; the
+floating-base generalized velocity is the Odometry twist in child_frame_id, reordered
+angular-first; output stamps copy the JointState stamp.
 """
 from liedyn_ros.pipeline.compute import (
     DynamicsOutputs,
@@ -92,12 +94,20 @@ from liedyn_ros.pipeline.messages import (
     contact_wrench_topic,
     double_array,
 )
+from liedyn_ros.pipeline.parameters import (
+    PARAMETERS,
+    ParameterError,
+    Parameters,
+    check_parameters,
+    load_parameter_file,
+)
 from liedyn_ros.pipeline.pair import BaseState, Reference, decode_odometry, decode_reference, pair_odometry
 from liedyn_ros.pipeline.stream import DynamicsPipeline, PipelineOutput, PipelineStats, RateLimitedWarner
 from liedyn_ros.pipeline.diagnostics import DiagnosticsReport, DiagnosticsReporter, Level
 
 __all__ = [
     "NODE_ONLY_PARAMETERS", "config_from_parameters",
+    "PARAMETERS", "ParameterError", "Parameters", "check_parameters", "load_parameter_file",
     "Loops", "base_held", "closest_loop_forces", "compute_loop_outputs", "loop_torques", "resolve_loops",
     "TOPIC_CONTACT_WRENCH", "TOPIC_UNCONSTRAINED_FEEDFORWARD", "ContactSource", "ContactChecks",
     "Contacts", "ContactState", "WrenchSensors", "centre_of_pressure", "check_tipping",

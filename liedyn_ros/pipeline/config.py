@@ -271,7 +271,7 @@ class PipelineConfig:
 
 
 # Parameters of the node that are not pipeline settings (the model's, the node's timers).
-NODE_ONLY_PARAMETERS = frozenset({"robot_description", "floating_base", "gravity", "diagnostics_period"})
+NODE_ONLY_PARAMETERS = frozenset({"robot_description", "floating_base", "strict_urdf", "gravity", "diagnostics_period"})
 
 
 def config_from_parameters(values: dict[str, Any]) -> PipelineConfig:
@@ -282,7 +282,7 @@ def config_from_parameters(values: dict[str, Any]) -> PipelineConfig:
         _require_positive("diagnostics_period", values["diagnostics_period"])
     kwargs = {k: v for k, v in values.items() if k not in NODE_ONLY_PARAMETERS}
     for name in ("command_joints", "contact_links", "contact_wrench_topics", "loop_closures", "passive_joints"):
-        if name in kwargs:
+        if name in kwargs and not isinstance(kwargs[name], str):  # a string: PipelineConfig says so, unsplit
             kwargs[name] = tuple(j for j in kwargs[name] if j)
     return PipelineConfig(**kwargs)
 
