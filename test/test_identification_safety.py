@@ -328,3 +328,71 @@ def test_too_few_rows_at_the_end_still_give_a_summary_section(panda) -> None:
     identifier = Identifier(problem, panda, split_ns=0)
     section, files = identifier.finish(Path("/nonexistent"), plots=False)
     assert files == [] and section["fit_samples"] == 0 and "needed at least 21" in section["error"]
+
+
+# -- several recordings, one fit ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def three(arm):  # noqa: F811
+    """Three 3 s MuJoCo recordings: joints 1-4 move, joints 4-7 move, all move. Neither of the first
+    two identifies every joint's friction; the third is held out to validate."""
+    names = arm[0].joint_names
+    return [record(arm, 3.0, seed=20 + k, moving=m) for k, m in enumerate((names[:4], names[3:], None))]
+
+
+def test_normal_equations_of_several_recordings_pool_into_one_fit(arm, three) -> None:  # noqa: F811
+    """Per recording: Y^T Y, Y^T tau and counts (MuJoCo's accelerations); merged, the first two fit
+    friction and payload within 5% (alone, each keeps the friction of the joints it never moved at
+    zero), the third validates."""
+    model = arm[0]
+    problem = IdentificationProblem(model, friction=True, payload_link="panda_hand")
+    parts = []
+    for rec in three:
+        eq = NormalEquations(model.n, problem.size)
+        eq.add(*problem.columns(rec.q, rec.qd, rec.qdd, rec.effort))
+        parts.append(eq)
+    alone = identify(problem, parts[0], parts[2])
+    assert np.all(alone.friction.coulomb[4:] == 0.0)
+    parts[0].merge(parts[1])
+    result = identify(problem, parts[0], parts[2])
+    np.testing.assert_allclose(result.friction.coulomb, FRICTION, rtol=0.05)
+    np.testing.assert_allclose(result.friction.viscous, DAMPING, rtol=0.05)
+    assert result.payload["mass"] == pytest.approx(1.5, rel=0.05)
+    assert np.linalg.norm(np.array(result.payload["com"]) - [0.02, -0.01, 0.08]) < 0.005
+    assert result.rows[1] == int(parts[2].rows.sum()) and np.all(result.rms_after < 0.1 * result.rms_before)
+
+
+def test_replay_pools_recordings_and_validates_on_the_held_out_one(arm, three, tmp_path) -> None:  # noqa: F811
+    """What `liedyn-replay B1 B2 B3 --jobs N --identify ...` (and a fleet engine, per bag) runs: each
+    bag replayed on its own as a fit or validation part, then `pool`: one identified.yaml from the
+    first two bags' equations, validated on the third only (by recording, not by row)."""
+    from liedyn_ros.replay import ReplayOptions
+    from liedyn_ros.replay import replay as replay_bags
+    from liedyn_ros.replay.identify import pool, validation_bags
+
+    assert validation_bags(3) == [False, False, True] and validation_bags(10)[-3:] == [True] * 3
+    urdf, bags = write_urdf(tmp_path), [bag_of(tmp_path, rec, f"bag{k}") for k, rec in enumerate(three)]
+    parts = [replay_bags([bag], ReplayOptions(out=tmp_path / f"out{k}", urdf=urdf, progress=False, plots=False,
+                                              identify=(("friction",), ("payload", "panda_hand")),
+                                              identify_role=role)).identifier
+             for k, (bag, role) in enumerate(zip(bags, ("fit", "fit", "validation")))]
+    held_out = int(parts[2].validation.rows.sum())
+    section = pool(parts, [str(b) for b in bags], tmp_path, plots=False)
+    assert section["validation_bags"] == [str(bags[2])] and section["validation_samples"] == held_out
+    params = read_identified(tmp_path / "identified.yaml")
+    np.testing.assert_allclose(params["friction_coulomb"], FRICTION, rtol=0.05)
+    np.testing.assert_allclose(params["friction_viscous"], DAMPING, rtol=0.12)  # the replay's qdd estimate: 7% on joint 2
+    assert params["payload_mass"] == pytest.approx(1.5, rel=0.05)
+
+
+def test_pooling_needs_two_bags(panda, tmp_path, capsys) -> None:
+    bag = bag_of(tmp_path, synthetic(panda, 1.0))
+    assert replay(bag, write_urdf(tmp_path), tmp_path / "out", "--jobs", "1", "--identify", "friction") == 2
+    assert "needs two bags or more" in capsys.readouterr().err
+
+
+def read_identified(path: Path) -> dict:
+    """The ros__parameters of identified.yaml, read as plain YAML."""
+    from ruamel.yaml import YAML
+    return YAML(typ="safe", pure=True).load(path.read_text())["/**"]["ros__parameters"]

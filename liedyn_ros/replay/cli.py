@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, TextIO
 from .accel import SavgolSettings
 from .errors import ReplayError
 from .external import ObserverSettings
-from .identify import MIN_SPEED, format_report
+from .identify import MIN_SPEED, format_report, pool, validation_bags
 from .run import ReplayOptions, ReplayReport, replay
 
 if TYPE_CHECKING:
@@ -75,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def options_from_args(args: argparse.Namespace, out: Path, progress: bool) -> ReplayOptions:
+def options_from_args(args: argparse.Namespace, out: Path, progress: bool, identify_role: str = "split"
+                      ) -> ReplayOptions:
     try:
         savgol = SavgolSettings(window=args.sg_window, polyorder=args.sg_order)
     except ValueError as err:
@@ -89,7 +91,7 @@ def options_from_args(args: argparse.Namespace, out: Path, progress: bool) -> Re
         gravity=None if args.gravity is None else tuple(args.gravity),
         effort_topic=args.effort_topic, effort_joints=joints, savgol=savgol, observer=observer,
         progress=progress, plots=not args.no_plots, identify=tuple(tuple(w) for w in args.identify),
-        identify_min_speed=args.identify_min_speed,
+        identify_min_speed=args.identify_min_speed, identify_role=identify_role,
         start_s=args.start, end_s=args.end, params=args.params, contact_state_topic=args.contact_state_topic,
     )
 
@@ -140,8 +142,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_parallel(args: argparse.Namespace) -> int:
+    """Each BAG on its own into DIR/<bag name>/; with --identify, one fit of all of them (the last
+    bags validate), written to DIR."""
     outs = _separate_outputs(args.bags, args.out)
-    jobs = [(bag, options_from_args(args, out, progress=False)) for bag, out in zip(args.bags, outs)]
+    roles = (["validation" if v else "fit" for v in validation_bags(len(args.bags))] if args.identify
+             else ["split"] * len(args.bags))
+    jobs = [(bag, options_from_args(args, out, progress=False, identify_role=role))
+            for bag, out, role in zip(args.bags, outs, roles)]
+    reports: list[ReplayReport] = []
     failed = 0
     # spawn, not fork: the parent may already run OpenMP threads (numba, BLAS), and a
     # forked child of such a process aborts.
@@ -149,12 +157,28 @@ def _run_parallel(args: argparse.Namespace) -> int:
         futures = [pool.submit(_replay_one, bag, opts) for bag, opts in jobs]
         for (bag, _), future in zip(jobs, futures):
             try:
-                print_report(future.result())
+                reports.append(future.result())
+                print_report(reports[-1])
             except (ReplayError, OSError, ValueError) as err:
                 failed += 1
                 where = "" if str(bag) in str(err) else f"{bag}: "  # most messages name their bag
                 print(f"liedyn-replay: error: {where}{err}", file=sys.stderr)
+    if args.identify and not failed:
+        return _pool(args, reports)
     return 1 if failed else 0
+
+
+def _pool(args: argparse.Namespace, reports: Sequence[ReplayReport]) -> int:
+    """The fit of all the bags' normal equations, into DIR (identified.yaml, summary.json)."""
+    parts = [r.identifier for r in reports if r.identifier is not None]
+    section = pool(parts, [str(b) for b in args.bags], args.out, plots=not args.no_plots)
+    (args.out / "summary.json").write_text(json.dumps({"bags": [str(b) for b in args.bags],
+                                                       "identification": section}, indent=2) + "\n")
+    print(format_report(section))
+    if "error" in section:
+        print(f"liedyn-replay: error: {section['error']}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":

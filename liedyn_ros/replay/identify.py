@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .samples import SampleBlock
 
 FIT_SHARE = 0.7
+FIT_ALL, VALIDATE_ALL = np.iinfo(np.int64).max, np.iinfo(np.int64).min  # split stamps: a whole recording fits / validates
 MIN_SPEED = IdentificationProblem.min_speed  # rad/s or m/s: a joint's rows count from this speed on
 MIN_VALIDATION_ROWS = 10
 PLOT_POINTS = 2000
@@ -111,7 +112,7 @@ class Identifier:
 
     `urdf`: the URDF's model, against which the file written is checked; `payload`: a known
     payload's share of parameters(problem.model), or None; rows stamped before `split_ns` fit,
-    the others validate."""
+    the others validate (FIT_ALL, VALIDATE_ALL: a whole recording of several, see `pool`)."""
 
     def __init__(self, problem: IdentificationProblem, urdf: Any, split_ns: int,
                  payload: NDArray[np.float64] | None = None) -> None:
@@ -137,6 +138,18 @@ class Identifier:
             self.stride *= 2
             self.t, self.G, self.r = self.t[::2], self.G[::2], self.r[::2]
         self.seen += len(r) - cut
+
+    def merge(self, other: Identifier) -> None:
+        """Add what `other` (the same problem, another recording) accumulated; its validation
+        samples follow these in the plot."""
+        self.fit.merge(other.fit)
+        self.validation.merge(other.validation)
+        self.max_effort = np.maximum(self.max_effort, other.max_effort)
+        if len(other.t):
+            step = np.median(np.diff(other.t)) if len(other.t) > 1 else 0.0
+            start = self.t[-1] + step if len(self.t) else other.t[0]
+            self.t = np.concatenate([self.t, other.t - other.t[0] + start])
+            self.G, self.r = np.concatenate([self.G, other.G]), np.concatenate([self.r, other.r])
 
     def finish(self, out: Path, plots: bool) -> tuple[dict[str, Any], list[Path]]:
         """Solve, check, write identified.yaml (and the plot); returns the summary section and the
@@ -187,6 +200,30 @@ class Identifier:
         fig.savefig(path, dpi=90)
         plt.close(fig)
         return path
+
+
+def validation_bags(count: int) -> list[bool]:
+    """Which of `count` recordings pooled into one fit validate: the last FIT_SHARE-complement of
+    them (at least one), so that the fit is judged on recordings it never saw."""
+    if count < 2:
+        raise ReplayError("--identify over recordings replayed one by one (--jobs) needs two bags or more: "
+                          "some fit, the others validate")
+    held = max(1, round((1 - FIT_SHARE) * count))
+    return [k >= count - held for k in range(count)]
+
+
+def pool(parts: Sequence[Identifier], bags: Sequence[str], out: Path, plots: bool) -> dict[str, Any]:
+    """One fit of several recordings, each replayed on its own into an Identifier (FIT_ALL or
+    VALIDATE_ALL): their normal equations summed, solved, checked and written to out like one
+    recording's. The summary section, with the bags that fit and those that validate."""
+    pooled = parts[0]
+    for part in parts[1:]:
+        pooled.merge(part)
+    (out / "identified.yaml").unlink(missing_ok=True)  # an earlier run's file must not outlive a refusal
+    section, _ = pooled.finish(out, plots)
+    roles = ["validation" if p.split_ns == VALIDATE_ALL else "fit" for p in parts]
+    return section | {"fit_bags": [b for b, r in zip(bags, roles) if r == "fit"],
+                      "validation_bags": [b for b, r in zip(bags, roles) if r == "validation"]}
 
 
 def node_parameters(result: IdentificationResult, payload: NDArray[np.float64] | None = None) -> dict[str, Any]:

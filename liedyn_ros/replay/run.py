@@ -34,7 +34,7 @@ from .bagio import BagSet
 from . import outdir
 from .errors import ReplayError
 from .external import ExternalTorque, ObserverSettings
-from .identify import MIN_SPEED, Identifier, parse_targets, survey
+from .identify import FIT_ALL, MIN_SPEED, VALIDATE_ALL, Identifier, parse_targets, survey
 from .outputs import OutputWriter
 from .plots import PlotRecorder
 from .samples import SampleStream, Topics
@@ -66,6 +66,9 @@ class ReplayOptions:
     observer: ObserverSettings = field(default_factory=ObserverSettings)
     identify: tuple[tuple[str, ...], ...] = ()  # --identify arguments, e.g. (("payload", "tool0"),)
     identify_min_speed: float = MIN_SPEED  # rad/s or m/s: slower joint rows are left out of the fit
+    # "split": fit on 70% of this recording; "fit" / "validation": all of it, for a fit of several
+    # recordings pooled afterwards (identify.pool; the replay then returns its Identifier)
+    identify_role: str = "split"
     chunk_size: int = 4096
     progress: bool = True
     plots: bool = True
@@ -88,6 +91,8 @@ class ReplayOptions:
             raise ReplayError(f"--start {self.start_s} s is not before --end {self.end_s} s")
         if self.effort_joints and not self.effort_topic:
             raise ReplayError("--effort-joints needs --effort-topic")
+        if self.identify_role not in ("split", "fit", "validation"):
+            raise ReplayError(f"identify_role must be split, fit or validation, got {self.identify_role!r}")
         if self.chunk_size < 2 * self.savgol.window:
             raise ReplayError(f"chunk size {self.chunk_size} is below twice the filter window")
 
@@ -109,9 +114,10 @@ class ReplayReport:
     elapsed_s: float
     files: list[str]
     identification: dict[str, Any] | None = None
+    identifier: Identifier | None = None  # identify_role fit or validation: what this recording adds
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "table"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("table", "identifier")}
 
 
 def load_parameters(path: Path) -> dict[str, Any]:
@@ -200,11 +206,14 @@ def _identifier(urdf_model: Any, params: dict[str, Any], options: ReplayOptions,
     bare = _dynamics(urdf_model, {k: v for k, v in keep.items() if not k.startswith("payload_")}, options).model
     model = _dynamics(urdf_model, keep, options).model
     problem = parse_targets(model, options.identify, options.identify_min_speed)
+    payload = core.parameters(model) - core.parameters(bare)
+    if options.identify_role != "split":  # one of several recordings: counted when they are pooled
+        return Identifier(problem, urdf_model, FIT_ALL if options.identify_role == "fit" else VALIDATE_ALL, payload)
     split = survey(stream().blocks(options.chunk_size), _window(options), problem.min_speed)
     short = split.shortage(problem, model.joint_names)
     if short is not None:
         raise ReplayError(short)
-    return Identifier(problem, urdf_model, split.split_ns, payload=core.parameters(model) - core.parameters(bare))
+    return Identifier(problem, urdf_model, split.split_ns, payload)
 
 
 def _window(options: ReplayOptions) -> tuple[float, float]:
@@ -258,7 +267,7 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         skipped_types = bags.undecodable()
     files = [str(p) for p in recorder.save(options.out, summary.collisions, external.threshold)] if options.plots else []
     identification = None
-    if identifier is not None:
+    if identifier is not None and options.identify_role == "split":
         identification, ident_files = identifier.finish(options.out, options.plots)
         files += [str(p) for p in ident_files]
     skipped = dict(stream.skipped) | skipped_rows
@@ -267,7 +276,7 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         processed=summary.samples, skipped=skipped, published=dict(writer.counts),
         summary=summary.as_dict(), table=summary.table(), problems=problems,
         skipped_types=skipped_types, elapsed_s=time.perf_counter() - started, files=files,
-        identification=identification,
+        identification=identification, identifier=None if identification is not None else identifier,
     )
     summary.save(options.out / "summary.json", {k: v for k, v in report.as_dict().items() if k != "summary"})
     outdir.record(options.out)

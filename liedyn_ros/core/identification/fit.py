@@ -117,12 +117,25 @@ class IdentificationProblem:
 
 
 class NormalEquations:
-    """Per-joint sums A_i = G_i^T G_i (n, p, p), b_i = G_i^T r_i, c_i = r_i^T r_i and row counts."""
+    """Per-joint sums A_i = G_i^T G_i (n, p, p), b_i = G_i^T r_i, c_i = r_i^T r_i and row counts.
+
+    Sums over rows, so they add up over blocks and over recordings: `merge` pools what several
+    recordings (replayed one by one, or on other machines) accumulated into one fit.
+    """
 
     def __init__(self, n: int, p: int) -> None:
         self._upper = np.zeros((n, p, p))  # A_i's upper triangles (dsyrk fills one half)
         self.b = np.zeros((n, p))
         self.c, self.rows = np.zeros(n), np.zeros(n, dtype=np.int64)
+
+    def merge(self, other: NormalEquations) -> None:
+        """Add `other`'s sums (the same problem's, from other rows) to these."""
+        if other.b.shape != self.b.shape:
+            raise ValueError(f"merge: equations of shape {other.b.shape}, expected {self.b.shape}")
+        self._upper += other._upper
+        self.b += other.b
+        self.c += other.c
+        self.rows += other.rows
 
     @property
     def A(self) -> np.ndarray:
