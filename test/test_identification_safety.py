@@ -382,7 +382,7 @@ def test_replay_pools_recordings_and_validates_on_the_held_out_one(arm, three, t
     assert section["validation_bags"] == [str(bags[2])] and section["validation_samples"] == held_out
     params = read_identified(tmp_path / "identified.yaml")
     np.testing.assert_allclose(params["friction_coulomb"], FRICTION, rtol=0.05)
-    np.testing.assert_allclose(params["friction_viscous"], DAMPING, rtol=0.12)  # the replay's qdd estimate: 7% on joint 2
+    np.testing.assert_allclose(params["friction_viscous"], DAMPING, rtol=0.12)  # the replay's qdd estimate: 11% on joint 2
     assert params["payload_mass"] == pytest.approx(1.5, rel=0.05)
 
 
