@@ -1,11 +1,12 @@
-"""Parameter values and parameter files (issue 20): one rule for the node and parameter files
-(pipeline.check_parameters, pipeline.load_parameter_file). Every bad value is refused
+"""Parameter values and parameter files (issue 20): one rule for the node and `liedyn-replay
+--params` (pipeline.check_parameters, pipeline.load_parameter_file). Every bad value is refused
 with a one-line message naming the parameter, what it expected and what it got; every hostile
 file (huge, not UTF-8, deeply nested, an alias bomb) is refused quickly, before it costs memory.
 """
 from __future__ import annotations
 
 import array
+import json
 import math
 import os
 import time
@@ -13,16 +14,34 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rosbags.rosbag2 import StoragePlugin
+from rosbags.rosbag2 import Writer as Writer2
+from rosbags.typesys import Stores, get_typestore
 
+from liedyn_ros import core
 from liedyn_ros.pipeline import PARAMETERS, ParameterError, check_parameters, load_parameter_file
 from liedyn_ros.pipeline import parameters as parameters_module
+from liedyn_ros.replay.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 HEADER = "/**:\n  ros__parameters:\n"
 JOINTS = ("shoulder", "elbow")
+# Two point masses swinging about y (as test_launch_features): a model in milliseconds.
+ARM = """<robot name="arm2"><link name="world"/>
+  <link name="upper"><inertial><origin xyz="0 0 -0.3"/><mass value="1.5"/>
+    <inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/></inertial></link>
+  <link name="fore"><inertial><origin xyz="0 0 -0.4"/><mass value="1.0"/>
+    <inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/></inertial></link>
+  <joint name="shoulder" type="continuous"><parent link="world"/><child link="upper"/>
+    <axis xyz="0 1 0"/></joint>
+  <joint name="elbow" type="continuous"><parent link="upper"/><child link="fore"/>
+    <origin xyz="0 0 -0.5"/><axis xyz="0 1 0"/></joint></robot>"""
+PUSH = 15.0  # N m on the shoulder for PUSHED seconds: above the default collision_threshold (10)
+PUSHED = (0.5, 0.8)
 
 
 def param_file(path: Path, body: str | bytes) -> Path:
@@ -240,3 +259,87 @@ def test_fuzzed_file_text_gives_values_or_a_parameter_error(tmp_path: Path, tail
             load_parameter_file(path)
         except ParameterError as err:
             assert "\n" not in str(err), str(err)
+
+
+# ------------------------------------------------------------------- the replay: --params end to end
+
+def write_arm_bag(path: Path) -> Path:
+    """The arm held still at q = (0.5, -0.3) for 1.5 s at 200 Hz, its efforts the holding torques
+    less PUSH on the shoulder during PUSHED (an external torque the observer sees)."""
+    model = core.load_urdf(ARM)
+    q = np.array([0.5, -0.3])
+    hold = core.gravity(model, q)
+    ts = get_typestore(Stores.ROS2_HUMBLE)
+    t0 = 1_700_000_000 * 10**9
+    with Writer2(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        conn = writer.add_connection("/joint_states", "sensor_msgs/msg/JointState", typestore=ts)
+        for i in range(300):
+            t = i / 200
+            effort = hold - (np.array([PUSH, 0.0]) if PUSHED[0] <= t < PUSHED[1] else 0.0)
+            stamp = t0 + i * 5_000_000
+            msg = ts.types["sensor_msgs/msg/JointState"](
+                header=ts.types["std_msgs/msg/Header"](
+                    stamp=ts.types["builtin_interfaces/msg/Time"](sec=stamp // 10**9, nanosec=stamp % 10**9),
+                    frame_id=""),
+                name=list(JOINTS), position=q, velocity=np.zeros(2), effort=effort)
+            writer.write(conn, stamp, ts.serialize_cdr(msg, "sensor_msgs/msg/JointState"))
+    return path
+
+
+@pytest.fixture(scope="module")
+def arm_bag(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("arm")
+    (root / "arm.urdf").write_text(ARM)
+    return write_arm_bag(root / "bag"), root / "arm.urdf"
+
+
+def replay_cli(bag: Path, urdf: Path, out: Path, *extra: str) -> int:
+    return main([str(bag), "--out", str(out), "--urdf", str(urdf), "--no-progress", "--no-plots", *extra])
+
+
+def collisions(out: Path) -> list[dict[str, Any]]:
+    return json.loads((out / "summary.json").read_text())["collisions"]
+
+
+def test_collision_threshold_of_params_takes_effect(tmp_path: Path, arm_bag: tuple[Path, Path]) -> None:
+    """--params' collision_threshold was ignored (the command line's default was used)."""
+    bag, urdf = arm_bag
+    assert replay_cli(bag, urdf, tmp_path / "default") == 0
+    assert [e["joint"] for e in collisions(tmp_path / "default")] == ["shoulder"]
+    high = param_file(tmp_path / "high.yaml", f"    collision_threshold: [{2 * PUSH}]\n")
+    assert replay_cli(bag, urdf, tmp_path / "high", "--params", str(high)) == 0
+    assert collisions(tmp_path / "high") == []
+    # the command line over --params
+    assert replay_cli(bag, urdf, tmp_path / "cli", "--params", str(high), "--collision-threshold", str(PUSH / 2)) == 0
+    assert [e["joint"] for e in collisions(tmp_path / "cli")] == ["shoulder"]
+
+
+CLI_REFUSED = {
+    "quoted_false": ("    friction_compensation: \"false\"\n    friction_coulomb: [3.0]\n",
+                     "friction_compensation: expected true or false, got the string 'false'"),
+    "negative_friction": ("    friction_viscous: [0.5, -0.1]\n", "friction_viscous: -0.1 for joint elbow must be >= 0"),
+    "gravity": ("    gravity: [0, x]\n", "gravity: expected a list of finite numbers, got [0, 'x']"),
+    "wrong_type": ("    estimator_min_samples: '3'\n", "estimator_min_samples: expected an integer, got the string '3'"),
+    "string_list": ("    contact_links: panda_hand\n", "contact_links: expected a list of strings, got the string"),
+    "deep": ("    contact_offsets: " + "[" * 20_000 + "]" * 20_000 + "\n", "nested more than 32 deep"),
+    "alias_bomb": (alias_bomb().encode(), "may not use aliases"),
+    "non_utf8": (b"/**:\n  ros__parameters:\n    base_link: \"\xff\"\n", "not UTF-8 text"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CLI_REFUSED))
+def test_cli_refuses_bad_params_with_exit_2_and_one_line(tmp_path: Path, arm_bag: tuple[Path, Path],
+                                                         capsys: pytest.CaptureFixture[str], case: str) -> None:
+    body, why = CLI_REFUSED[case]
+    params = param_file(tmp_path / "params.yaml", body)
+    assert replay_cli(*arm_bag, tmp_path / "out", "--params", str(params)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"liedyn-replay: error: --params {params}: "), err
+    assert why in err, err
+
+
+def test_cli_refuses_a_bad_observer_option_as_the_node_would(tmp_path: Path, arm_bag: tuple[Path, Path],
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert replay_cli(*arm_bag, tmp_path / "out", "--observer-gain", "-1") == 2
+    assert capsys.readouterr().err == (
+        "liedyn-replay: error: observer_gain: -1.0 must be finite and > 0 (given on the command line)\n")

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from liedyn_ros.replay import ReplayOptions, replay
-from liedyn_ros.replay.external import ObserverSettings
 from test_replay import RATE, model, pin, pin_model, read_csv, read_outputs, scenario, ur5_urdf, write_bag  # noqa: F401
 
 PULSE = (0.4, 0.7)  # s after the first sample
 PULSE_TORQUE = np.array([0.0, -15.0, 8.0, 0.0, 0.0, 0.0])
+GAIN = 50.0  # 1/s
 
 
 def test_replay_finds_the_torque_pulse(tmp_path, model, pin_model):
@@ -25,12 +25,12 @@ def test_replay_finds_the_torque_pulse(tmp_path, model, pin_model):
     sc["effort"] = np.array([pin.rnea(m, d, sc["q"][i], sc["qd"][i], sc["qdd"][i]) for i in range(len(t))])
     sc["effort"][on] -= PULSE_TORQUE
     out = tmp_path / "out"
-    settings = ObserverSettings(gain=50.0, threshold=(3.0,))
+    observer = {"observer_gain": GAIN, "collision_threshold": [3.0]}  # as --observer-gain, --collision-threshold
     report = replay([write_bag(tmp_path / "in", "mcap", sc)], ReplayOptions(out=out, urdf=ur5_urdf(), progress=False,
-                                                                           observer=settings))
+                                                                           parameters=observer))
     stamps, r = read_csv(out / "external_torque.csv")
     t = (stamps - sc["stamps"][0]) * 1e-9
-    settled = (t >= PULSE[0] + 5 / settings.gain) & (t < PULSE[1])
+    settled = (t >= PULSE[0] + 5 / GAIN) & (t < PULSE[1])
     quiet = (t < PULSE[0]) | (t >= PULSE[1] + 0.2)
     print(f"\nsettled error {np.abs(r[settled] - PULSE_TORQUE).max():.4f} N m, "
           f"outside the pulse max |r| {np.abs(r[quiet]).max():.4f} N m")

@@ -10,14 +10,19 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from liedyn_ros.pipeline.parameters import PARAMETERS
+
 from .accel import SavgolSettings
 from .errors import ReplayError
-from .external import ObserverSettings
 from .identify import MIN_SPEED, format_report, pool, validation_bags
 from .run import ReplayOptions, ReplayReport, replay
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+
+# Options that set the node parameter of their name (--observer-gain: observer_gain), over --params'.
+PARAMETER_OPTIONS = ("observer_gain", "collision_threshold", "collision_release", "observer_max_gap")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,16 +66,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--identify-min-speed", type=float, default=MIN_SPEED, metavar="V",
                    help="--identify leaves out a joint's rows while it moves slower than V rad/s or m/s "
                    "(at rest it holds any static friction; default %(default)s)")
-    p.add_argument("--observer-gain", type=float, default=ObserverSettings.gain, metavar="K",
+    p.add_argument("--observer-gain", type=float, metavar="K",
                    help="momentum observer gain [1/s]: the estimate follows the external torque with "
-                   "time constant 1/K (default %(default)s)")
-    p.add_argument("--collision-threshold", type=float, nargs="+", default=list(ObserverSettings.threshold),
-                   metavar="T", help="external torque [N m] that starts a collision event: one for all joints "
-                   "or one per joint in model order (default %(default)s)")
-    p.add_argument("--collision-release", type=float, default=ObserverSettings.release, metavar="F",
-                   help="an event ends when every joint is below F times its threshold (default %(default)s)")
-    p.add_argument("--observer-max-gap", type=float, default=ObserverSettings.max_gap, metavar="S",
-                   help="the observer starts over after a gap of more than S seconds (default %(default)s)")
+                   f"time constant 1/K (default: --params' observer_gain, else {PARAMETERS['observer_gain'][0]})")
+    p.add_argument("--collision-threshold", type=float, nargs="+", metavar="T",
+                   help="external torque [N m] that starts a collision event: one for all joints or one per "
+                   "joint in model order (default: --params' collision_threshold, "
+                   f"else {PARAMETERS['collision_threshold'][0]})")
+    p.add_argument("--collision-release", type=float, metavar="F",
+                   help="an event ends when every joint is below F times its threshold "
+                   f"(default: --params' collision_release, else {PARAMETERS['collision_release'][0]})")
+    p.add_argument("--observer-max-gap", type=float, metavar="S",
+                   help="the observer starts over after a gap of more than S seconds "
+                   f"(default: --params' observer_max_gap, else {PARAMETERS['observer_max_gap'][0]})")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
@@ -82,14 +90,13 @@ def options_from_args(args: argparse.Namespace, out: Path, progress: bool, ident
         savgol = SavgolSettings(window=args.sg_window, polyorder=args.sg_order)
     except ValueError as err:
         raise ReplayError(f"--sg-window/--sg-order: {err}") from err
-    observer = ObserverSettings(gain=args.observer_gain, threshold=tuple(args.collision_threshold),
-                                release=args.collision_release, max_gap=args.observer_max_gap)
+    parameters = {name: getattr(args, name) for name in PARAMETER_OPTIONS if getattr(args, name) is not None}
     joints = tuple(j.strip() for j in args.effort_joints.split(",") if j.strip()) if args.effort_joints else ()
     return ReplayOptions(
         out=out, urdf=args.urdf, joint_states_topic=args.joint_states_topic, odom_topic=args.odom_topic,
         acceleration_source=args.acceleration_source,
         gravity=None if args.gravity is None else tuple(args.gravity),
-        effort_topic=args.effort_topic, effort_joints=joints, savgol=savgol, observer=observer,
+        effort_topic=args.effort_topic, effort_joints=joints, savgol=savgol, parameters=parameters,
         progress=progress, plots=not args.no_plots, identify=tuple(tuple(w) for w in args.identify),
         identify_min_speed=args.identify_min_speed, identify_role=identify_role,
         start_s=args.start, end_s=args.end, params=args.params, contact_state_topic=args.contact_state_topic,

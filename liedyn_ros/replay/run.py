@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -63,7 +63,8 @@ class ReplayOptions:
     effort_topic: str | None = None
     effort_joints: tuple[str, ...] = ()
     savgol: SavgolSettings = field(default_factory=SavgolSettings)
-    observer: ObserverSettings = field(default_factory=ObserverSettings)
+    # node parameters set by command-line options (--observer-gain: observer_gain, ...), over --params'
+    parameters: Mapping[str, Any] = field(default_factory=dict)
     identify: tuple[tuple[str, ...], ...] = ()  # --identify arguments, e.g. (("payload", "tool0"),)
     identify_min_speed: float = MIN_SPEED  # rad/s or m/s: slower joint rows are left out of the fit
     # "split": fit on 70% of this recording; "fit" / "validation": all of it, for a fit of several
@@ -95,6 +96,10 @@ class ReplayOptions:
             raise ReplayError(f"identify_role must be split, fit or validation, got {self.identify_role!r}")
         if self.chunk_size < 2 * self.savgol.window:
             raise ReplayError(f"chunk size {self.chunk_size} is below twice the filter window")
+        try:
+            pipeline.check_parameters(self.parameters)
+        except pipeline.ParameterError as err:
+            raise ReplayError(f"{err} (given on the command line)") from None
 
 
 @dataclass
@@ -120,41 +125,18 @@ class ReplayReport:
         return {k: v for k, v in self.__dict__.items() if k not in ("table", "identifier")}
 
 
-def load_parameters(path: Path) -> dict[str, Any]:
-    """The ros__parameters of a node parameter file (the first node entry that has them)."""
-    from ruamel.yaml import YAML, YAMLError
-
+def replay_parameters(options: ReplayOptions, joint_names: Sequence[str]) -> pipeline.Parameters:
+    """The node's parameters of --params, those given on the command line over them, checked by the
+    node's own rule (pipeline.check_parameters)."""
     try:
-        data = YAML(typ="safe", pure=True).load(path.read_text())
-    except (OSError, YAMLError) as err:
-        raise ReplayError(f"--params {path}: {err}") from err
-    for entry in (data or {}).values() if isinstance(data, dict) else ():
-        if isinstance(entry, dict) and isinstance(entry.get("ros__parameters"), dict):
-            return dict(entry["ros__parameters"])
-    raise ReplayError(f"--params {path}: no '<node>: ros__parameters:' mapping (the node's parameter file format)")
+        given = pipeline.load_parameter_file(options.params, joint_names).values if options.params else {}
+        return pipeline.check_parameters(given | dict(options.parameters), joint_names)
+    except pipeline.ParameterError as err:
+        raise ReplayError(f"--params {options.params}: {err}") from None
 
 
-def replay_config(options: ReplayOptions) -> tuple[pipeline.PipelineConfig, dict[str, Any]]:
-    """The pipeline settings of --params (the replay estimates its own accelerations) and the
-    parameters themselves."""
-    params = load_parameters(options.params) if options.params is not None else {}
-    # The replay estimates its own accelerations; payload and friction are model changes.
-    skip = {"acceleration_source", "estimator_window", "estimator_min_samples"} | set(DYNAMICS_PARAMETERS)
-    values = {k: v for k, v in params.items() if k not in skip}
-    try:
-        config = pipeline.config_from_parameters(values)
-    except ValueError as err:
-        raise ReplayError(f"--params {options.params}: {err}") from err
-    except TypeError:
-        known = set(pipeline.PipelineConfig.__dataclass_fields__) | pipeline.NODE_ONLY_PARAMETERS
-        unknown = sorted(set(values) - known)
-        raise ReplayError(f"--params {options.params}: unknown parameters {unknown}") from None
-    return config, params
-
-
-def load_model(bags: BagSet, options: ReplayOptions, params: dict[str, Any] | None = None) -> Any:
-    """The model from --urdf or the bags' /robot_description, with the gravity override
-    (--gravity, else the gravity of --params)."""
+def load_model(bags: BagSet, options: ReplayOptions) -> Any:
+    """The model from --urdf or the bags' /robot_description."""
     floating = options.odom_topic is not None
     if options.urdf is not None:
         if not options.urdf.is_file():
@@ -177,10 +159,19 @@ def load_model(bags: BagSet, options: ReplayOptions, params: dict[str, Any] | No
                 "`ros2 run xacro xacro FILE > robot.urdf` in a ROS shell) and pass --urdf robot.urdf"
             ) from err
         raise ReplayError(f"cannot load the URDF from {where}: {err}") from err
-    gravity = options.gravity if options.gravity is not None else (params or {}).get("gravity")
-    if gravity is not None:
-        model = model.with_gravity(np.asarray(gravity, dtype=np.float64))
     return model
+
+
+def _with_gravity(model: Any, options: ReplayOptions, params: pipeline.Parameters) -> Any:
+    """The model with --gravity, else the gravity of --params."""
+    gravity = options.gravity if options.gravity is not None else params.values.get("gravity")
+    return model if gravity is None else model.with_gravity(np.asarray(gravity, dtype=np.float64))
+
+
+def _observer(config: pipeline.PipelineConfig) -> ObserverSettings:
+    """The momentum observer and collision settings of the node's parameters."""
+    return ObserverSettings(gain=config.observer_gain, threshold=config.collision_threshold,
+                            release=config.collision_release, max_gap=config.observer_max_gap)
 
 
 def _dynamics(urdf_model: Any, params: dict[str, Any], options: ReplayOptions) -> Dynamics:
@@ -234,9 +225,11 @@ def _looks_like_xacro(source: str, path: Path | None) -> bool:
 def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
     """Replays `paths` merged in time into `options.out`; see the module docstring."""
     started = time.perf_counter()
-    config, params = replay_config(options)
     with BagSet([Path(p) for p in paths]) as bags:
-        urdf_model = load_model(bags, options, params)
+        urdf_model = load_model(bags, options)
+        checked = replay_parameters(options, urdf_model.joint_names)
+        config, params = checked.config, checked.values
+        urdf_model = _with_gravity(urdf_model, options, checked)
         dyn = _dynamics(urdf_model, params, options)
         model = dyn.model
         try:
@@ -257,7 +250,7 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         summary = ResidualSummary(names, kinds, contact_links=links, constrained=constrained)
         recorder = PlotRecorder(names, kinds, effort_label="commanded" if topics.effort else "measured",
                                 gravity=bool(np.any(model.gravity)), contact_links=links, constrained=constrained)
-        external = ExternalTorque(model, options.observer, dyn.friction)
+        external = ExternalTorque(model, _observer(config), dyn.friction)
         with OutputWriter(options.out, model, config) as writer:
             dynamics = BlockDynamics(model, config, contacts, options, predict, dyn.friction, loops)
             skipped_rows = _stream(stream, options, dynamics, writer, summary, recorder, external, identifier)
