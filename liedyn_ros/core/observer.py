@@ -47,7 +47,9 @@ class MomentumObserver:
     friction: the joints' friction model (`Friction`, issue 13); its torque at the measured joint
     velocities, the part of the motor torque friction takes, is taken off tau. A payload enters
     through the model (`with_payload`).
-    `update` takes the samples in time order; `reset` starts over (say, on a model change).
+    `update` takes the samples in time order; `reset` starts over (say, on a model change). A
+    sample whose momentum terms overflow (a velocity of 1e154 is finite, its square is not) raises
+    ValueError and leaves the observer as it was: one such sample never poisons the later ones.
     """
 
     def __init__(self, model: Model, gain, *, max_gap: float | None = None, friction: Friction | None = None) -> None:
@@ -100,6 +102,7 @@ class MomentumObserver:
             decay = np.exp(-self.gain * dt)
             r = decay * self.residual + (1.0 - decay) * (p - self._p - 0.5 * (beta + self._beta) * dt) / dt
             r = np.where(dt > self.max_gap, 0.0, r)  # those robots start over here
+        _check_finite(p, beta, r)
         self.t, self._p, self._beta, self.residual = (t if t.ndim else float(t)), p, beta, r
         return r
 
@@ -189,6 +192,13 @@ class MomentumObserver:
         if v.ndim == 1:  # one robot: plain products are several times quicker than einsum
             return M @ v, tau + v @ C - g
         return np.einsum("...ij,...j->...i", M, v), tau + np.einsum("...ji,...j->...i", C, v) - g
+
+
+def _check_finite(p: np.ndarray, beta: np.ndarray, r: np.ndarray) -> None:
+    """Refuse, before the state takes them, momentum terms that overflowed."""
+    if not (np.isfinite(p).all() and np.isfinite(beta).all() and np.isfinite(r).all()):
+        raise ValueError("q, v, tau: the momentum terms overflow at this state (values too large); "
+                         "the observer keeps its previous state")
 
 
 def _check_time(t) -> np.ndarray:

@@ -113,7 +113,8 @@ class JointStateDecoder:
 
     The name -> index mapping is cached per name tuple, since a driver sends the same list
     every time. Extra joints (grippers, mimic joints, which the core derives from their
-    leaders) are ignored. Bad samples give a :class:`SkipReason` instead of a sample.
+    leaders) and entries without a name are ignored. Bad samples give a :class:`SkipReason`
+    instead of a sample.
     One message (:meth:`decode`, the node's path, kept lean) and a chunk of messages
     (:meth:`decode_arrays`, the replay's) go through the same checks.
     """
@@ -145,13 +146,14 @@ class JointStateDecoder:
         return cached
 
     def _build_match(self, names: tuple[str, ...]) -> _NameMatch | SkipReason:
-        position = {name: i for i, name in enumerate(names)}
-        if len(position) != len(names):
+        # An empty name matches no joint: such entries are extras, not duplicates of each other.
+        position = {name: i for i, name in enumerate(names) if name}
+        if len(position) + names.count("") != len(names):
             return SkipReason.DUPLICATE_JOINT
         try:
             idx = np.array([position[j] for j in self._joint_names], dtype=np.intp)
         except KeyError:
-            return SkipReason.MISSING_JOINT
+            return SkipReason.UNNAMED_JOINT if "" in names else SkipReason.MISSING_JOINT
         m = len(names)
         return _NameMatch(idx, np.concatenate((idx, idx + m, idx + 2 * m)))
 

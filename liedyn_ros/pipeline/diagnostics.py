@@ -10,6 +10,12 @@ without any, and ERROR without a model. While the kernels compile in the backgro
 stays OK and the message says so ("warming up: ..."); the acceleration estimator's restarts
 (samples far apart on the slow reference path) are not problems then. The counts in the values
 are totals since the pipeline was built.
+
+Stamps: a clock reset (joint state stamps going back) is named in the first report after it, as
+WARN, and counted in ``clock_resets``; joint states stamped 0 or repeating the previous stamp are
+computed but give no external torque (counted in ``unstamped`` and ``repeated_stamps``), and the
+report says what they leave uncomputed. Errors the node caught outside the samples (a model rebuild
+refused, a callback that raised) are counted in ``node_errors`` and named once.
 """
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ import enum
 import time
 from typing import Callable, NamedTuple
 
-from liedyn_ros.pipeline.config import SkipReason
+from liedyn_ros.pipeline.config import AccelerationSource, SkipReason
 from liedyn_ros.pipeline.stream import DynamicsPipeline, PipelineStats
 
 
@@ -37,6 +43,14 @@ class DiagnosticsReport(NamedTuple):
     values: tuple[tuple[str, str], ...]
 
 
+class NodeErrors(NamedTuple):
+    """Errors the node caught outside the samples: how many, and the latest ("cannot build the
+    dynamics model (the previous model is kept): RecursionError: ...")."""
+
+    caught: int = 0
+    latest: str = ""
+
+
 # Contact violations: (diagnostics key, PipelineStats counter, key of stats.contact_offenders).
 CONTACT_VIOLATIONS = (
     ("contact_pulling", "contact_pulling", "pulling"),
@@ -53,6 +67,7 @@ class _Counts(NamedTuple):
     skipped: int
     collisions: int
     contacts: tuple[int, ...]
+    clock: tuple[int, int, int]  # clock resets, joint states stamped 0, repeated stamps
     reference: int  # samples on the reference path
     estimator: int  # skipped while the acceleration estimator (re)starts
 
@@ -60,10 +75,11 @@ class _Counts(NamedTuple):
     def of(cls, stats: PipelineStats) -> _Counts:
         return cls(stats.received, sum(stats.skipped.values()), stats.collisions,
                    tuple(getattr(stats, counter) for _, counter, _ in CONTACT_VIOLATIONS),
+                   (stats.clock_resets, stats.unstamped, stats.repeated_stamps),
                    stats.reference_samples, stats.skipped.get(SkipReason.ESTIMATOR_WARMUP, 0))
 
 
-_NONE = _Counts(0, 0, 0, (0,) * len(CONTACT_VIOLATIONS), 0, 0)
+_NONE = _Counts(0, 0, 0, (0,) * len(CONTACT_VIOLATIONS), (0, 0, 0), 0, 0)
 
 
 class DiagnosticsReporter:
@@ -75,10 +91,17 @@ class DiagnosticsReporter:
         self._time = clock()
         self._stats: PipelineStats | None = None
         self._counts = _NONE
+        self._errors = 0
 
-    def report(self, pipe: DynamicsPipeline | None, model_status: str) -> DiagnosticsReport:
+    def report(self, pipe: DynamicsPipeline | None, model_status: str,
+               errors: NodeErrors = NodeErrors()) -> DiagnosticsReport:
+        """``errors``: what the node caught outside the samples, named in the first report after."""
         values = [("model", model_status)]
-        if pipe is None:
+        if errors.caught:
+            values += [("node_errors", str(errors.caught)), ("last_node_error", errors.latest)]
+        fresh_error = [errors.latest] if errors.caught > self._errors else []
+        self._errors = errors.caught
+        if pipe is None:  # the model status says why (a refused build is counted in the values)
             return DiagnosticsReport(Level.ERROR, model_status, tuple(values))
         stats, now = pipe.stats, self._clock()
         before = self._counts if stats is self._stats else _NONE
@@ -101,7 +124,9 @@ class DiagnosticsReporter:
                 if kind is not None:  # the links of the latest sample with this violation
                     values.append((f"{key}_links", ", ".join(stats.contact_offenders.get(kind, ()))))
         ongoing = pipe.collision
-        values += [("collision", str(ongoing is not None).lower()), ("collisions", str(stats.collisions))]
+        values += [("collision", str(ongoing is not None).lower()), ("collisions", str(stats.collisions)),
+                   ("clock_resets", str(stats.clock_resets)), ("unstamped", str(stats.unstamped)),
+                   ("repeated_stamps", str(stats.repeated_stamps))]
         if ongoing is not None:
             values += [("collision_joint", pipe.model.joint_names[ongoing.joint]),
                        ("collision_peak", f"{ongoing.peak:.3f}")]
@@ -119,6 +144,7 @@ class DiagnosticsReporter:
         contacts = _contact_problems(stats, counts, before, period)
         if contacts:
             problems.append(contacts)
+        problems += _clock_problems(pipe, counts.clock, before.clock) + fresh_error
         serving = f"reference path serving {(counts.reference - before.reference) / max(period, 1e-9):.0f} samples/s"
         failure = pipe.kernel_failure
         if failure:
@@ -127,6 +153,35 @@ class DiagnosticsReporter:
         notes = [f"warming up: compiled kernels building, {serving}"] if warming else []
         return DiagnosticsReport(Level.WARN if problems else Level.OK, "; ".join(problems + notes) or "ok",
                                  tuple(values))
+
+
+def _clock_problems(pipe: DynamicsPipeline, now: tuple[int, int, int], then: tuple[int, int, int]) -> list[str]:
+    """The clock resets since the previous report, and what joint states stamped 0 or repeating
+    the previous stamp left uncomputed (``now``, ``then``: _Counts.clock)."""
+    stats, problems = pipe.stats, []
+    resets, unstamped, repeated = (a - b for a, b in zip(now, then))
+    if resets and stats.clock_reset is not None:
+        back, to = (ns * 1e-9 for ns in stats.clock_reset)
+        problems.append(f"clock reset: stamps went back from {back:.3f} s to {to:.3f} s, observer, estimator and "
+                        f"collision state restarted ({stats.clock_resets} so far)")
+    lost = _untimed_losses(pipe)
+    if unstamped and lost:
+        problems.append(f"{unstamped} joint states stamped 0: {lost}")
+    if repeated and pipe.config.external_torque_observer:
+        problems.append(f"{repeated} joint states repeated the previous stamp: no external torque for them")
+    return problems
+
+
+def _untimed_losses(pipe: DynamicsPipeline) -> str:
+    """What a joint state stamped 0 cannot give with this configuration ("" if nothing)."""
+    cfg, lost = pipe.config, []
+    if cfg.external_torque_observer:
+        lost.append("no external torque or collision detection (the observer integrates over time)")
+    if cfg.acceleration_source is AccelerationSource.ESTIMATED:
+        lost.append("skipped, as estimated accelerations differentiate over time")
+    if pipe.model.floating_base:
+        lost.append("paired only with odometry stamped 0")
+    return ", ".join(lost)
 
 
 def _contact_problems(stats: PipelineStats, counts: _Counts, before: _Counts, period: float) -> str:

@@ -42,6 +42,14 @@ class AccelerationEstimator:
         self._stamps.clear()
         self._start = self._end = 0
 
+    def discard(self, stamp_ns: int) -> None:
+        """Forget the latest sample if it is stamped ``stamp_ns`` (one whose outputs were refused,
+        say a velocity of 1e154): later estimates are then those of a stream without it. (Older
+        samples it moved out of the window stay out: the next, later sample would drop them too.)"""
+        if self._stamps and self._stamps[-1] == stamp_ns:
+            self._stamps.pop()
+            self._end -= 1
+
     def update(self, stamp_ns: int, v: FloatArray) -> FloatArray | None:
         """Add a sample; returns dv/dt, or None while fewer than ``min_samples`` are held."""
         self._append(stamp_ns, v)

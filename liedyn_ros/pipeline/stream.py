@@ -1,7 +1,9 @@
 """The streaming pipeline: one message at a time, as the node receives them."""
 from __future__ import annotations
 
+import math
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
@@ -59,6 +61,13 @@ class PipelineStats:
     # The contact links of the latest sample with each violation ("pulling", "slipping", "tipping").
     contact_offenders: dict[str, tuple[str, ...]] = field(default_factory=dict)
     collisions: int = 0  # collision events started
+    # Stamps: jumps back (a simulator reset, a looping bag), each restarting what depends on time,
+    # with the latest jump (from, to) in ns; joint states stamped 0 or with the previous stamp (no
+    # time passes: computed, but the momentum observer cannot integrate up to them).
+    clock_resets: int = 0
+    clock_reset: tuple[int, int] | None = None
+    unstamped: int = 0
+    repeated_stamps: int = 0
 
     @property
     def mean_compute_s(self) -> float:
@@ -66,6 +75,22 @@ class PipelineStats:
 
 
 _NO_TIPPING = np.zeros(0, dtype=bool)
+# Samples the dynamics refused: their velocity must feed no later estimate.
+_REFUSED = frozenset({SkipReason.NON_FINITE_OUTPUT, SkipReason.COMPUTE_ERROR, SkipReason.INTERNAL_ERROR})
+# The float outputs of DynamicsOutputs, all checked before a sample is published.
+_FLOAT_OUTPUTS = ("tau_ff", "tau_g", "qdd_pred", "base_wrench", "base_acc_pred", "contact_wrench", "tau_free")
+
+
+def _finite(out: DynamicsOutputs) -> bool:
+    """Whether every output is finite: NaN or inf makes the sum non-finite (so does a sum of huge
+    finite values, garbage too). Python's sum over the lists is quicker than numpy checks at these
+    sizes, and overflows without a warning."""
+    total = 0.0
+    for name in _FLOAT_OUTPUTS:
+        x = getattr(out, name)
+        if x is not None:
+            total += sum(x.ravel().tolist())
+    return math.isfinite(total)
 
 
 def _offenders(stats: PipelineStats) -> str:
@@ -128,7 +153,7 @@ class DynamicsPipeline:
         self._floating = bool(model.floating_base)
         self._odom: BaseState | None = None
         self._reference: Reference | None = None
-        self._last_stamp_ns: int | None = None
+        self._last_stamp_ns: int | None = None  # the latest joint state's (a later 0 excepted)
         self._frame_warned = False
         # Set when the model turns out to have no forward dynamics (a massless link on a moving
         # joint): the torques go on, the predicted accelerations stop.
@@ -156,6 +181,7 @@ class DynamicsPipeline:
                              "give one for all or one per joint")
         self._thresholds = np.broadcast_to(np.asarray(self.config.collision_threshold, dtype=np.float64), (n,)).copy()
         self._observer = self._new_observer(self._dynamics)
+        self._observer_origin_ns = 0  # the stamp of the observer's t = 0
         self.collision: core.Collision | None = None  # the event under way, if any
 
     @property
@@ -240,17 +266,23 @@ class DynamicsPipeline:
         return reason
 
     def on_joint_state(self, msg: Any) -> PipelineOutput | None:
-        """Process one JointState; None when the sample is skipped."""
+        """Process one JointState; None when the sample is skipped. No exception leaves: one the
+        core raises (ValueError, ``compute_error``) or any other (``internal_error``, a bug, logged
+        with its traceback) costs that sample only, and leaves no trace in the pipeline's state."""
         stats = self.stats
         stats.received += 1
-        sample = self.decoder.decode(msg)
-        if isinstance(sample, SkipReason):
-            self._skip_sample(sample, msg)
-            return None
-        self._last_stamp_ns = sample.stamp_ns
-        started = time.perf_counter()
-        result = self._process(sample)
+        sample: JointSample | SkipReason | None = None
+        try:
+            sample = self.decoder.decode(msg)
+            started = time.perf_counter()
+            result = sample if isinstance(sample, SkipReason) else self._process(sample)
+        except ValueError as exc:
+            result = self._refuse(SkipReason.COMPUTE_ERROR, f"dynamics rejected the sample: {exc}")
+        except Exception:  # a bug: whatever it is, it costs this sample, never the stream
+            result = self._refuse(SkipReason.INTERNAL_ERROR, f"unexpected error:\n{traceback.format_exc()}")
         if isinstance(result, SkipReason):
+            if result in _REFUSED and isinstance(sample, JointSample):
+                self._estimator.discard(sample.stamp_ns)  # its velocity must feed no later estimate
             self._skip_sample(result, msg)
             return None
         elapsed = time.perf_counter() - started
@@ -262,6 +294,7 @@ class DynamicsPipeline:
     # -- processing ---------------------------------------------------------------------
 
     def _process(self, sample: JointSample) -> PipelineOutput | SkipReason:
+        advances = self._advance_clock(sample.stamp_ns)
         pose = None
         v = sample.qd
         if self._floating:
@@ -273,9 +306,13 @@ class DynamicsPipeline:
         a, ff_state = self._zero_acceleration, None
         source = self.config.acceleration_source
         if source is AccelerationSource.ESTIMATED:
+            if sample.stamp_ns == 0 and not advances:
+                return SkipReason.UNSTAMPED
             estimate = self._estimator.update(sample.stamp_ns, v)
             if estimate is None:
                 return SkipReason.ESTIMATOR_WARMUP
+            if not math.isfinite(sum(estimate.tolist())):  # a velocity whose slope overflows
+                return SkipReason.NON_FINITE_OUTPUT
             a = estimate
         elif source is AccelerationSource.REFERENCE:
             state = self._reference_state(sample.stamp_ns, v)
@@ -285,32 +322,81 @@ class DynamicsPipeline:
         active = self._active_contacts(sample, v, pose)
         if isinstance(active, SkipReason):
             return active
-        try:
-            outputs = self._compute(sample, v, a, pose, ff_state, active)
-            external, started = self._observe(sample, v, pose)
-        except ValueError as exc:
-            self._warner.warn("compute_error", f"dynamics rejected the sample: {exc}")
-            return SkipReason.COMPUTE_ERROR
+        outputs = self._compute(sample, v, a, pose, ff_state, active)
+        observed = self._observe(sample, v, pose, advances) if _finite(outputs) else None
+        if observed is None:  # checked before any state takes this sample in
+            return SkipReason.NON_FINITE_OUTPUT
+        external, started = observed
         return PipelineOutput(sample.stamp_ns, sample.frame_id, self.base_frame, sample, outputs, external, started)
 
-    def _observe(self, sample: JointSample, v: FloatArray, pose: FloatArray | None
-                 ) -> tuple[FloatArray | None, core.Collision | None]:
-        """(joint part of the external torque, the collision event starting here) for this sample.
+    def _refuse(self, reason: SkipReason, text: str) -> SkipReason:
+        self._warner.warn(reason.value, text)  # the skip's own, shorter warning is then held back
+        return reason
+
+    def _advance_clock(self, stamp_ns: int) -> bool:
+        """Whether time passes at this joint state, so that the observer may integrate up to it:
+        not at stamp 0 after the first sample (a driver that fills no header; a first 0 is a
+        simulation starting at t = 0) nor at the previous stamp. Stamps going back (a simulator
+        reset, ``ros2 bag play --loop``, /clock restarting) restart the clock."""
+        stats, last = self.stats, self._last_stamp_ns
+        if stamp_ns == 0 and last is not None:
+            stats.unstamped += 1
+            return False
+        self._last_stamp_ns = stamp_ns
+        if last is None or stamp_ns > last:
+            return True
+        if stamp_ns == last:
+            stats.repeated_stamps += 1
+            return False
+        self._restart_clock(last, stamp_ns)
+        return True
+
+    def _restart_clock(self, last_ns: int, stamp_ns: int) -> None:
+        """Start over what integrates or differentiates over time, as at the first sample.
+
+        Odometry and contact states pair within their max age on either side, so those of the old
+        timeline pair with nothing; a reference is only aged forward, so one stamped after the new
+        time by more than ``reference_max_age`` would never age: it is forgotten."""
+        self._observer.reset()
+        self.collision = None
+        self._estimator.reset()
+        max_age = self.config.reference_max_age
+        if self._reference is not None and max_age > 0 and self._reference.stamp_ns - stamp_ns > max_age * NS_PER_S:
+            self._reference = None
+        stats = self.stats
+        stats.clock_resets += 1
+        stats.clock_reset = (last_ns, stamp_ns)
+        self._warner.warn("clock_reset", lambda: (
+            f"clock reset: joint state stamps went back from {last_ns * 1e-9:.3f} s to {stamp_ns * 1e-9:.3f} s; "
+            f"observer, acceleration estimator and collision state restarted ({stats.clock_resets} so far)"))
+
+    def _observe(self, sample: JointSample, v: FloatArray, pose: FloatArray | None, advances: bool
+                 ) -> tuple[FloatArray | None, core.Collision | None] | None:
+        """(joint part of the external torque, the collision event starting here) for this sample;
+        None when the observer's terms overflow (it refuses the sample and keeps its state).
 
         Without a measured effort the observer cannot integrate: it starts over at the next one.
+        Where no time passes (``advances`` False) it has nothing to integrate: no estimate, its
+        state and the collision state as they were.
         """
         observer = self._observer
-        if not self.config.external_torque_observer or self._warmup is not None:
-            return None, None  # off, or its kernel still compiling (it starts when it is ready)
+        if not self.config.external_torque_observer or self._warmup is not None or not advances:
+            return None, None  # off, its kernel still compiling (it starts when it is ready), or no time
         if sample.effort is None:
             observer.reset()
             self.collision = None
             return None, None
-        if self._floating:
-            tau = np.concatenate((np.zeros(6), sample.effort))
-            external = observer.update(sample.stamp_ns * 1e-9, sample.q, v, tau, base_pose=pose)[6:]
-        else:
-            external = observer.update(sample.stamp_ns * 1e-9, sample.q, v, sample.effort)
+        if observer.t is None:  # times from the observer's first sample keep float64's ns resolution
+            self._observer_origin_ns = sample.stamp_ns
+        t = (sample.stamp_ns - self._observer_origin_ns) * 1e-9
+        try:
+            if self._floating:
+                tau = np.concatenate((np.zeros(6), sample.effort))
+                external = observer.update(t, sample.q, v, tau, base_pose=pose)[6:]
+            else:
+                external = observer.update(t, sample.q, v, sample.effort)
+        except ValueError:  # the inputs and stamps are checked by now: only an overflow is left
+            return None
         if self.collision is None and not core.exceeds(external, self._thresholds):
             return external, None  # collision_events would find nothing: skip its bookkeeping
         was = self.collision
@@ -504,6 +590,9 @@ class DynamicsPipeline:
     def _explain(self, reason: SkipReason, msg: Any) -> str:
         if reason is SkipReason.MISSING_JOINT:
             return f"joint state lacks model joints {self.decoder.missing_joints(msg.name)}"
+        if reason is SkipReason.UNNAMED_JOINT:
+            return (f"joint state has entries without a name and lacks model joints "
+                    f"{self.decoder.missing_joints(msg.name)}: joints are matched by name, never by position")
         texts = {
             SkipReason.DUPLICATE_JOINT: "a joint name appears twice in the joint state",
             SkipReason.LENGTH_MISMATCH: "position/velocity/effort lengths differ from name",
@@ -515,6 +604,11 @@ class DynamicsPipeline:
                 "from the joint state stamp"
             ),
             SkipReason.ESTIMATOR_WARMUP: "acceleration estimator is collecting samples",
+            SkipReason.UNSTAMPED: "joint state stamped 0: acceleration_source=estimated differentiates over time",
+            SkipReason.NON_FINITE_OUTPUT: (
+                "the dynamics of this sample overflow (a value too large, such as a velocity of 1e154): "
+                "nothing published, no state kept"
+            ),
             SkipReason.NO_REFERENCE: "acceleration_source=reference and no trajectory yet",
             SkipReason.STALE_REFERENCE: (
                 f"reference is older than reference_max_age={self.config.reference_max_age} s"

@@ -21,7 +21,8 @@ def observer_one(handle, q, v, tau, T, dt, gain, friction, state, mats):
     advanced by dt [s] when dt > 0, and p, beta become this sample's. mats (2, nv, nv): scratch.
 
     friction (4, n): Coulomb, viscous, offset per joint and (row 3, entry 0) the tanh smoothing
-    velocity; zeros for none. BAD_INPUT for a wrong length, NaN or a pose outside SE(3).
+    velocity; zeros for none. BAD_INPUT for a wrong length, NaN or a pose outside SE(3), and for
+    terms that overflow (|v| ~ 1e154): the state is then left as it was.
     """
     mf, mi = model_arrays(handle)
     if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, tau))):
@@ -43,11 +44,17 @@ def observer_one(handle, q, v, tau, T, dt, gain, friction, state, mats):
     for j in range(n):  # (a lone floating body has no joint, and friction no column)
         qd = v[nv - n + j]
         beta[nv - n + j] -= friction[0, j] * math.tanh(qd / friction[3, 0]) + friction[1, j] * qd + friction[2, j]
+    r_new = g  # g is spent: its row holds the new r until every term is known to be finite
     for i in range(nv):
+        r_new[i] = r[i]
         if dt > 0.0:
             decay = math.exp(-gain[i] * dt)
             ds = p[i] - p_prev[i] - 0.5 * (beta[i] + beta_prev[i]) * dt
-            r[i] = decay * r[i] + (1.0 - decay) * ds / dt
+            r_new[i] = decay * r[i] + (1.0 - decay) * ds / dt
+        if not (math.isfinite(p[i]) and math.isfinite(beta[i]) and math.isfinite(r_new[i])):
+            return BAD_INPUT
+    for i in range(nv):
+        r[i] = r_new[i]
         p_prev[i] = p[i]
         beta_prev[i] = beta[i]
     return OK
