@@ -6,8 +6,10 @@ Console script ``dynamics_node``; parameters in config/dynamics.yaml; topics in 
 from __future__ import annotations
 
 import functools
+import math
+import traceback
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import rclpy
@@ -51,11 +53,17 @@ from liedyn_ros.pipeline import (
     check_parameters,
     contact_wrench_topic,
 )
-from liedyn_ros.pipeline.diagnostics import DiagnosticsReporter
+from liedyn_ros.pipeline.diagnostics import DiagnosticsReporter, NodeErrors
 from liedyn_ros.pipeline.payload import DYNAMICS_PARAMETERS, Dynamics, dynamics_from
 
 # Parameters that change the URDF model itself (a change reloads it).
 MODEL_PARAMETERS = frozenset({"robot_description", "floating_base", "gravity", "strict_urdf"})
+
+
+def describe(exc: Exception) -> str:
+    """An error as a reason: a ValueError or TypeError names the parameter or element itself; any
+    other exception (a RecursionError from a deep URDF, a MemoryError) is named by its class."""
+    return str(exc) if isinstance(exc, (ValueError, TypeError)) else f"{type(exc).__name__}: {exc}"
 
 
 class DynamicsNode(Node):
@@ -81,10 +89,38 @@ class DynamicsNode(Node):
         self._contact_subscriptions: list[Any] = []
         self._odom_subscription: Any = None  # only a floating-base model listens to odometry
         self._warned_flaws: set[str] = set()
+        self._errors = NodeErrors()  # caught outside the samples, for /diagnostics
         self._create_subscriptions()
+        self.create_timer(self._diagnostics_period(), self._guard(self._publish_diagnostics, "diagnostics"))
+        self._guard(self._load_model_from_parameter, "startup")()
+
+    def _diagnostics_period(self) -> float:
+        """diagnostics_period, or its default when it is not > 0 and finite (0 would spin the timer,
+        a negative period end the node; the model build refuses the value and says so)."""
         period = float(self.get_parameter("diagnostics_period").value)
-        self.create_timer(period, self._publish_diagnostics)
-        self._load_model_from_parameter()
+        if period > 0 and math.isfinite(period):
+            return period
+        default = float(PARAMETERS["diagnostics_period"][0])
+        self.get_logger().error(f"diagnostics_period: {period} must be finite and > 0; "
+                                f"/diagnostics every {default} s")
+        return default
+
+    def _guard(self, callback: Callable[..., None], what: str) -> Callable[..., None]:
+        """``callback`` that no exception leaves: a message, a description or a parameter that breaks
+        something is logged and counted in /diagnostics, and the node goes on."""
+        def guarded(*args: Any) -> None:
+            try:
+                callback(*args)
+            except Exception as exc:  # whatever it is: the robot still needs the next sample
+                self._caught(f"{what}: {describe(exc)}", exc, throttle_duration_sec=5.0)
+        return guarded
+
+    def _caught(self, text: str, exc: Exception, **throttle: float) -> None:
+        """Count and log an error caught outside the samples (``throttle``: for one that may repeat
+        at every message)."""
+        self._errors = NodeErrors(self._errors.caught + 1, text)
+        details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3))
+        self.get_logger().error(f"{text}\n{details}", **throttle)
 
     # -- wiring -------------------------------------------------------------------------
 
@@ -111,23 +147,25 @@ class DynamicsNode(Node):
         # Sensor-data QoS (best effort) also receives from reliable publishers.
         overrides = QoSOverridingOptions.with_default_policies()
         self.create_subscription(
-            sensor_msgs.JointState, "joint_states", self._on_joint_state,
+            sensor_msgs.JointState, "joint_states", self._guard(self._on_joint_state, "joint state"),
             qos_profile_sensor_data, qos_overriding_options=overrides,
         )
-        self.create_subscription(trajectory_msgs.JointTrajectory, "reference", self._on_reference, 10)
+        self.create_subscription(trajectory_msgs.JointTrajectory, "reference",
+                                 self._guard(self._on_reference, "reference"), 10)
         latched = QoSProfile(
             depth=1, reliability=ReliabilityPolicy.RELIABLE,
             durability=DurabilityPolicy.TRANSIENT_LOCAL,
         )
         # Relative: /robot_description at the root, or robot_state_publisher's topic in our namespace.
-        self.create_subscription(std_msgs.String, "robot_description", self._on_description, latched)
+        self.create_subscription(std_msgs.String, "robot_description",
+                                 self._guard(self._on_description, "robot_description"), latched)
 
     def _wire_odometry(self, floating: bool) -> None:
         """Subscribe to odometry for a floating base; a fixed base (an arm on a wheeled base
         that publishes odom) does not listen to it."""
         if floating and self._odom_subscription is None:
             self._odom_subscription = self.create_subscription(
-                Odometry, "odom", self._on_odometry, qos_profile_sensor_data,
+                Odometry, "odom", self._guard(self._on_odometry, "odometry"), qos_profile_sensor_data,
                 qos_overriding_options=QoSOverridingOptions.with_default_policies(),
             )
         elif not floating and self._odom_subscription is not None:
@@ -146,12 +184,14 @@ class DynamicsNode(Node):
         source = config.contact_source
         if source is ContactSource.TOPIC:
             self._contact_subscriptions.append(self.create_subscription(
-                std_msgs.UInt8MultiArray, "contact_state", self._on_contact_state, qos_profile_sensor_data))
+                std_msgs.UInt8MultiArray, "contact_state", self._guard(self._on_contact_state, "contact state"),
+                qos_profile_sensor_data))
         elif source is ContactSource.WRENCH:
             for index, topic in enumerate(config.wrench_topics()):
                 self._contact_subscriptions.append(self.create_subscription(
                     geometry_msgs.WrenchStamped, topic,
-                    functools.partial(self._on_contact_wrench, index), qos_profile_sensor_data))
+                    self._guard(functools.partial(self._on_contact_wrench, index), f"contact wrench {topic}"),
+                    qos_profile_sensor_data))
 
     # -- model ----------------------------------------------------------------------------
 
@@ -194,15 +234,17 @@ class DynamicsNode(Node):
         return dynamics, config, factory, pipeline
 
     def _build(self, description: str) -> None:
-        """(Re)build model and pipeline; on failure keep no model and say why."""
+        """(Re)build model and pipeline; on any failure keep the model there was (none at first)
+        and say why: no description or parameter value ends the node."""
         values = {name: self.get_parameter(name).value for name in PARAMETERS}
         try:
             model, flaws = self._load(description, values)
             dynamics, config, factory, pipeline = self._assemble(model, values)
-        except ValueError as exc:
-            self._pipeline = self._factory = None
-            self._model_status = f"model error: {exc}"
-            self.get_logger().error(f"cannot build the dynamics model: {exc}")
+        except Exception as exc:  # a RecursionError or a MemoryError too, not only the ValueErrors
+            kept = "the previous model is kept" if self._pipeline is not None else "no model"
+            if self._pipeline is None:
+                self._model_status = f"model error: {describe(exc)}"
+            self._caught(f"cannot build the dynamics model ({kept}): {describe(exc)}", exc)
             return
         logger = self.get_logger()
         for flaw in flaws:  # once per flaw for the node's life, not once per rebuild
@@ -248,8 +290,8 @@ class DynamicsNode(Node):
                 model, _ = self._load(description, values)
             if model is not None:
                 dynamics = self._assemble(model, values)[0]
-        except (ValueError, TypeError) as exc:
-            return SetParametersResult(successful=False, reason=str(exc))
+        except Exception as exc:  # a deep URDF's RecursionError too: refused, the node goes on
+            return SetParametersResult(successful=False, reason=describe(exc))
         if dynamics is not None and all(p.name in DYNAMICS_PARAMETERS for p in params):
             self._swap = dynamics
         else:
@@ -310,7 +352,7 @@ class DynamicsNode(Node):
     def _publish_diagnostics(self) -> None:
         if self._pipeline is None and not self._description:
             self.get_logger().info(self._waiting_text(), throttle_duration_sec=10.0)
-        report = self._diagnostics_reporter.report(self._pipeline, self._model_status)
+        report = self._diagnostics_reporter.report(self._pipeline, self._model_status, self._errors)
         status = DiagnosticStatus(name=f"{self.get_name()}: dynamics", hardware_id="liedyn_ros",
                                   level=bytes([report.level]), message=report.message,
                                   values=[KeyValue(key=key, value=value) for key, value in report.values])
