@@ -11,7 +11,7 @@ from ..fast.aba import hybrid_many
 from ..fast.entry import single
 from ..fast.threads import run_batch
 from ..model import Model
-from ..reference.hybrid import _mask, hybrid_batch
+from ..reference.hybrid import _mask, free_inverse, hybrid_batch
 from . import first_order
 from .fast import derivatives_batch, rnea_derivatives_fast, workspace_of
 from .time_derivatives import aba_time_derivatives_batch, rnea_time_derivatives_batch
@@ -47,21 +47,24 @@ def aba_derivatives(model: Model, q, v, tau, *, base_pose=None, fast: bool = Tru
     """(dqdd/dq, dqdd/dv, dqdd/dtau = M^-1) of a = aba(q, v, tau), each (..., nv, nv).
 
     Differentiating ID(q, v, FD(q, v, tau)) = tau: dFD/dx = -M^-1 dID/dx at a = FD(q, v, tau).
+    Raises SingularInertiaError where aba does (core.singular's rule, on M's factor too).
     """
     if fast:
         return _fast(model, q, v, tau, base_pose, True, "tau")
     batch = prepare(model, q, {"v": v, "tau": tau}, base_pose=base_pose)
     v_, tau_ = batch.vectors
-    _, a = hybrid_batch(model, batch, v_, tau_, np.zeros(model.nv, dtype=bool))
-    out = first_order.aba_from_rnea_derivatives(*first_order.rnea_derivatives_batch(model, batch, v_, a))
+    free = np.ones(model.nv, dtype=bool)
+    _, a = hybrid_batch(model, batch, v_, tau_, ~free)
+    dq, dv, M = first_order.rnea_derivatives_batch(model, batch, v_, a)
+    out = first_order.aba_from_rnea_derivatives(dq, dv, free_inverse(model, M, free, batch.shape))
     return tuple(batch.restore(x) for x in out)  # type: ignore[return-value]
 
 
 def _fast(model: Model, q, v, x, base_pose, forward: bool, name: str) -> Derivatives:
     """The numba kernels: a single sample of numpy arrays goes straight in (the kernel checks dtype,
     lengths, NaN and the pose, as in core.dynamics); a batch, or bad input, goes through
-    checks.prepare, which raises the precise ValueError, and the batch kernel. A singular mass
-    matrix is left to the reference."""
+    checks.prepare, which raises the precise ValueError, and the batch kernel. A mass matrix that
+    core.singular's rule refuses is left to the reference, which raises."""
     try:
         fm = model._fast
     except AttributeError:  # a try costs nothing until it raises
@@ -119,7 +122,7 @@ def hybrid_derivatives(model: Model, q, v, a_or_tau, prescribed, *, base_pose=No
     u = a_or_tau holds the given accelerations where `prescribed` and the given forces elsewhere;
     y, the unknowns, holds the forces where `prescribed` and the accelerations elsewhere (the
     outputs of `hybrid` that were not given). With nothing prescribed this is `aba_derivatives`;
-    with everything prescribed, `rnea_derivatives`.
+    with everything prescribed, `rnea_derivatives`. Raises SingularInertiaError where hybrid does.
     """
     mask = _mask(model, prescribed)
     batch = prepare(model, q, {"v": v, "a_or_tau": a_or_tau}, base_pose=base_pose)
@@ -128,7 +131,7 @@ def hybrid_derivatives(model: Model, q, v, a_or_tau, prescribed, *, base_pose=No
     if a is None:  # the reference, which also raises on a singular inertia
         _, a = hybrid_batch(model, batch, v_, u, mask)
     dq, dv, M = _rnea_derivatives(model, batch, v_, a, fast)
-    out = first_order.hybrid_from_rnea_derivatives(dq, dv, M, mask)
+    out = first_order.hybrid_from_rnea_derivatives(dq, dv, M, free_inverse(model, M, ~mask, batch.shape), mask)
     return tuple(batch.restore(x) for x in out)  # type: ignore[return-value]
 
 
@@ -169,7 +172,8 @@ def aba_time_derivatives(model: Model, q, v, tau_derivs: Sequence, *, base_pose=
                          ) -> list[np.ndarray]:
     """[a, a', ..., a^(r)] along the motion driven by tau_derivs = [tau, tau', ..., tau^(r)] from (q, v).
 
-    fast=False runs the readable reference; so does a singular articulated inertia, which it reports.
+    fast=False runs the readable reference; so does an articulated inertia that core.singular's rule
+    refuses, which it reports (SingularInertiaError, naming the first such sample of a batch).
     A single sample goes straight to the kernel, as in rnea_time_derivatives.
     """
     fm = fast_model(model)

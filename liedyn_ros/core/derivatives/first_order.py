@@ -153,22 +153,13 @@ def rnea_derivatives_batch(model: Model, batch: Batch, v: np.ndarray, a: np.ndar
     return dtau[..., :nv], dtau[..., nv:2 * nv], dtau[..., 2 * nv:]
 
 
-def aba_from_rnea_derivatives(dtau_dq: np.ndarray, dtau_dv: np.ndarray, M: np.ndarray
+def aba_from_rnea_derivatives(dtau_dq: np.ndarray, dtau_dv: np.ndarray, M_inv: np.ndarray
                               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Forward-dynamics derivatives at a = FD(q, v, tau): (-M^-1 dID/dq, -M^-1 dID/dv, M^-1)."""
-    M_inv = _spd_inverse(M)
     return -M_inv @ dtau_dq, -M_inv @ dtau_dv, M_inv
 
 
-def _spd_inverse(M: np.ndarray) -> np.ndarray:
-    """Inverse of a batch of symmetric positive definite matrices (Cholesky), symmetrised."""
-    if M.shape[-1] == 0:
-        return M.copy()
-    L_inv = np.linalg.inv(np.linalg.cholesky(M))
-    return np.swapaxes(L_inv, -1, -2) @ L_inv
-
-
-def hybrid_from_rnea_derivatives(dtau_dq: np.ndarray, dtau_dv: np.ndarray, M: np.ndarray,
+def hybrid_from_rnea_derivatives(dtau_dq: np.ndarray, dtau_dv: np.ndarray, M: np.ndarray, Mff_inv: np.ndarray,
                                  prescribed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Derivatives of the unknowns y (tau where prescribed, a elsewhere) w.r.t. q, v and u.
 
@@ -178,7 +169,6 @@ def hybrid_from_rnea_derivatives(dtau_dq: np.ndarray, dtau_dv: np.ndarray, M: np
     """
     f, p = ~prescribed, prescribed
     B, nv = M.shape[0], M.shape[-1]
-    Mff_inv = _spd_inverse(M[:, f][:, :, f])
     Mfp = M[:, f][:, :, p]
     da_du = np.zeros((B, nv, nv))  # the full acceleration's derivative w.r.t. u
     da_du[:, p, p] = 1.0

@@ -30,10 +30,11 @@ from math import comb
 import numpy as np
 
 from ..checks import Batch
-from ..model import Model, SingularInertiaError
-from ..reference.hybrid import SINGULAR_TOL, _cho_solve, base_cholesky, cholesky_of_free
+from ..model import Model
+from ..reference.hybrid import BASE, coordinate_rows, factor_from_last, solve_from_last
 from ..reference.kinematics import gravity_acceleration, join, joint_transforms, split, velocities
 from ..reference.mass_matrix import mass_matrix
+from ..singular import inertia_scale, pivot_ok, refuse
 from ..spatial import ad, ad_star
 
 __all__ = ["Motion", "rnea_time_derivatives_batch", "aba_time_derivatives_batch", "ArticulatedInertia"]
@@ -169,25 +170,29 @@ def rnea_time_derivatives_batch(model: Model, batch: Batch, v_derivs: list[np.nd
 
 @dataclass
 class ArticulatedInertia:
-    """J^_i, Psi_i = (S_i^T J^_i S_i)^-1 and the base's J^_0 (Kim Table 3): the same at every order."""
+    """J^_i, Psi_i = (S_i^T J^_i S_i)^-1 and the factor of the base's J^_0 (Kim Table 3): the same at every order."""
 
     J_hat: np.ndarray  # (B, nb, 6, 6)
     Psi: np.ndarray  # (B, nb)
-    J0_hat: np.ndarray  # (B, 6, 6)
+    L0: np.ndarray | None  # (B, 6, 6), J^_0 = L0^T L0 (reference.hybrid.factor_from_last); None for a fixed base
 
 
-def articulated_inertias(model: Model, X: np.ndarray) -> ArticulatedInertia:
-    """J^_i = J_i + sum_c X_c^T (J^_c - J^_c S_c Psi_c S_c^T J^_c) X_c, once per configuration."""
+def articulated_inertias(model: Model, X: np.ndarray, shape: tuple[int, ...]) -> ArticulatedInertia:
+    """J^_i = J_i + sum_c X_c^T (J^_c - J^_c S_c Psi_c S_c^T J^_c) X_c, once per configuration.
+
+    SingularInertiaError (naming the first sample of a batch of `shape`) where a pivot fails core.singular's rule.
+    """
     B = X.shape[0]
     J_hat = np.broadcast_to(model.J, (B,) + model.J.shape).copy()
     J0_hat = np.broadcast_to(model.J_base, (B, 6, 6)).copy()
     Psi = np.zeros((B, model.nb))
-    scale = max(np.abs(model.J).max(initial=0.0), np.abs(model.J_base).max())
+    scale = inertia_scale(model)
     for i in reversed(range(model.nb)):
         JS = J_hat[:, i] @ model.S[i]
         D = JS @ model.S[i]
-        if np.any(D <= SINGULAR_TOL * scale):
-            raise SingularInertiaError(f"joint {model.body_joints[i]!r}", model.inertia_flaws_below(i))
+        ok = pivot_ok(D, scale)
+        if not ok.all():
+            refuse(model, f"joint {model.body_joints[i]!r}", i, ~ok, shape)
         Psi[:, i] = 1.0 / D
         Pi = J_hat[:, i] - np.einsum("bi,bj->bij", JS, JS) * Psi[:, i, None, None]
         Pi_p = np.swapaxes(X[:, i], -1, -2) @ Pi @ X[:, i]
@@ -196,7 +201,8 @@ def articulated_inertias(model: Model, X: np.ndarray) -> ArticulatedInertia:
             J0_hat += Pi_p
         else:
             J_hat[:, par] += Pi_p
-    return ArticulatedInertia(J_hat, Psi, J0_hat)
+    L0 = factor_from_last(model, J0_hat, [(BASE, -1)] * 6, shape) if model.floating_base else None
+    return ArticulatedInertia(J_hat, Psi, L0)
 
 
 def aba_step(model: Model, m: Motion, k: int, art: ArticulatedInertia, c: np.ndarray, p: np.ndarray,
@@ -220,7 +226,7 @@ def aba_step(model: Model, m: Motion, k: int, art: ArticulatedInertia, c: np.nda
             b0 = b0 + _mtv(X[:, i], beta)
         else:
             b_hat[:, par] += _mtv(X[:, i], beta)
-    V0_next = _cho_solve(base_cholesky(model, art.J0_hat), F0 - b0) if model.floating_base else np.zeros_like(b0)
+    V0_next = solve_from_last(art.L0, F0 - b0) if art.L0 is not None else np.zeros_like(b0)
     V_next = np.zeros_like(c)
     qd_next = np.zeros(tau.shape)
     for i, par in enumerate(model.parent):
@@ -240,7 +246,7 @@ def aba_time_derivatives_batch(model: Model, batch: Batch, v: np.ndarray, tau_de
     m = start(model, batch, v)
     if model.has_mimic:
         return _aba_time_derivatives_dense(model, batch, m, tau_derivs)
-    art = articulated_inertias(model, m.X[0])  # Lemma 2: once for every order
+    art = articulated_inertias(model, m.X[0], batch.shape)  # Lemma 2: once for every order
     out = []
     for k, tau_k in enumerate(tau_derivs):
         c, p, p0 = known_terms(model, m, k)
@@ -251,20 +257,21 @@ def aba_time_derivatives_batch(model: Model, batch: Batch, v: np.ndarray, tau_de
 
 def _aba_time_derivatives_dense(model: Model, batch: Batch, m: Motion, tau_derivs: list[np.ndarray]
                                 ) -> list[np.ndarray]:
-    """Mimic joints couple bodies: a^(k) = M^-1 (tau^(k) - h^(k)), one Cholesky factor for all orders.
+    """Mimic joints couple bodies: a^(k) = M^-1 (tau^(k) - h^(k)), one factor of M for all orders.
 
     h^(k) is the order-k inverse dynamics with the unknown v^(k+1) set to zero (tau^(k) is affine
     in v^(k+1) with the coefficient M).
     """
     # M does not depend on the base pose
-    L = cholesky_of_free(model, mass_matrix(model, batch.q), np.ones(model.nv, bool))
+    every = np.ones(model.nv, bool)
+    L = factor_from_last(model, mass_matrix(model, batch.q), coordinate_rows(model, every), batch.shape)
     zero = np.zeros((batch.q.shape[0], model.nv))
     out = []
     for k, tau_k in enumerate(tau_derivs):
         c, p, p0 = known_terms(model, m, k)
         trial = Motion(m.X, list(m.qd), list(m.V0), list(m.V), m.a_g, m.G, list(m.F0), list(m.F))
         h = join(model, *rnea_step(model, trial, k, c, p, p0, *split(model, zero)))
-        a_k = _cho_solve(L, tau_k - h)
+        a_k = solve_from_last(L, tau_k - h)
         rnea_step(model, m, k, c, p, p0, *split(model, a_k))
         out.append(a_k)
     return out

@@ -4,14 +4,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..checks import Batch, prepare
-from ..model import Model, SingularInertiaError
+from ..model import Model
+from ..singular import inertia_scale, pivot_ok, refuse
 from ..spatial import ad_star
 from .kinematics import bias_accelerations, gravity_acceleration, join, joint_transforms, split, velocities
 from .mass_matrix import mass_matrix
 from .rnea import rnea_batch
 
-# S^T J_hat S below this fraction of the robot's largest inertia entry counts as singular.
-SINGULAR_TOL = 1e-12
+BASE = "the floating base"
 
 
 def hybrid_batch(model: Model, batch: Batch, v: np.ndarray, u: np.ndarray, prescribed: np.ndarray
@@ -37,8 +37,9 @@ def _hybrid_recursive(model: Model, batch: Batch, v: np.ndarray, u: np.ndarray, 
     Forward:   free:        qdd_i = Psi_i (tau_i - S_i^T J^_i (Ad_{f_i^-1} dV_lambda + eta_i) - S_i^T b^_i)
                both:        dV_i = Ad_{f_i^-1} dV_lambda + eta_i + S_i qdd_i
                prescribed:  tau_i = S_i^T (J^_i dV_i + b^_i)
-    A floating base is solved last in the backward pass: J^_0 dV_0 + b^_0 = F_0 (Cholesky).
+    A floating base is solved last in the backward pass: J^_0 dV_0 + b^_0 = F_0 (factor_from_last).
     Accelerations are apparent ones (gravity is the base acceleration -g) until they are returned.
+    A pivot D_i = S_i^T J^_i S_i or one of J^_0's that fails core.singular's rule raises SingularInertiaError.
     """
     _, X = joint_transforms(model, batch.q)
     S = model.S
@@ -56,7 +57,7 @@ def _hybrid_recursive(model: Model, batch: Batch, v: np.ndarray, u: np.ndarray, 
     b0_hat = -np.einsum("bij,bj->bi", ad_star(V0), V0 @ model.J_base.T)
     if batch.f_base is not None:
         b0_hat -= batch.f_base
-    scale = max(np.abs(model.J).max(initial=0.0), np.abs(model.J_base).max())
+    scale = inertia_scale(model)
     Psi = np.zeros(qd.shape)
     for i in reversed(range(model.nb)):
         JS = J_hat[:, i] @ S[i]
@@ -65,8 +66,9 @@ def _hybrid_recursive(model: Model, batch: Batch, v: np.ndarray, u: np.ndarray, 
             beta = b_hat[:, i] + np.einsum("bij,bj->bi", J_hat[:, i], eta[:, i] + S[i] * u_body[:, i, None])
         else:
             D = JS @ S[i]
-            if np.any(D <= SINGULAR_TOL * scale):
-                raise SingularInertiaError(f"joint {model.body_joints[i]!r}", model.inertia_flaws_below(i))
+            ok = pivot_ok(D, scale)
+            if not ok.all():
+                refuse(model, f"joint {model.body_joints[i]!r}", i, ~ok, batch.shape)
             Psi[:, i] = 1.0 / D
             Pi = J_hat[:, i] - np.einsum("bi,bj->bij", JS, JS) * Psi[:, i, None, None]
             u_i = u_body[:, i] - np.einsum("bi,bi->b", JS, eta[:, i]) - b_hat[:, i] @ S[i]
@@ -89,7 +91,7 @@ def _hybrid_recursive(model: Model, batch: Batch, v: np.ndarray, u: np.ndarray, 
         F0 = np.einsum("bij,bj->bi", J0_hat, dV0) + b0_hat
     else:
         F0 = u0
-        dV0 = _cho_solve(base_cholesky(model, J0_hat), F0 - b0_hat)
+        dV0 = solve_from_last(factor_from_last(model, J0_hat, [(BASE, -1)] * 6, batch.shape), F0 - b0_hat)
 
     dV = np.zeros_like(V)
     qdd = np.where(fixed, u_body, 0.0)
@@ -107,35 +109,45 @@ def _hybrid_recursive(model: Model, batch: Batch, v: np.ndarray, u: np.ndarray, 
     return join(model, F0, tau), join(model, dV0 - g0, qdd)
 
 
-def _cho_solve(L: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Solve (L L^T) x = y for a batch of Cholesky factors L (B, k, k) and right sides y (B, k)."""
-    z = np.linalg.solve(L, y[..., None])
-    return np.linalg.solve(np.swapaxes(L, -1, -2), z)[..., 0]
+def factor_from_last(model: Model, A: np.ndarray, rows: list[tuple[str, int]], shape: tuple[int, ...]
+                     ) -> np.ndarray:
+    """L (B, k, k), lower triangular with A = L^T L, eliminating A's last row first: the articulated-body
+    order of core.singular's rule. rows[j] = (what, body) of row j, named when its pivot fails the rule.
 
-
-def base_cholesky(model: Model, J0_hat: np.ndarray) -> np.ndarray:
-    """Cholesky factors of the floating base's articulated inertias J^_0 (B, 6, 6); SingularInertiaError if one is not."""
-    try:
-        return np.linalg.cholesky(J0_hat)
-    except np.linalg.LinAlgError:
-        raise SingularInertiaError("the floating base", model.inertia_flaws_below(-1)) from None
-
-
-def cholesky_of_free(model: Model, Mff: np.ndarray, free: np.ndarray) -> np.ndarray:
-    """Cholesky factors of M_ff (B, k, k), the mass matrix over the free coordinates `free` (nv,).
-
-    A singular M_ff raises SingularInertiaError naming the free coordinate with the smallest diagonal
-    entry, the one that moves no mass, as the recursion does.
+        d = A_jj,  L_jj = sqrt(d),  L_jc = A_jc / L_jj (c < j),  A_rc -= L_jr L_jc (r, c < j)
     """
-    try:
-        return np.linalg.cholesky(Mff)
-    except np.linalg.LinAlgError:
-        k = np.flatnonzero(free)[np.argmin(np.diagonal(Mff, axis1=1, axis2=2).min(0))]
-        base = model.nv - model.n
-        if k < base:
-            raise SingularInertiaError("the floating base", model.inertia_flaws_below(-1)) from None
-        body = model.leader_bodies[k - base]
-        raise SingularInertiaError(f"joint {model.joint_names[k - base]!r}", model.inertia_flaws_below(body)) from None
+    scale = inertia_scale(model)
+    W = A.copy()
+    for j in reversed(range(A.shape[-1])):
+        d = W[:, j, j]
+        ok = pivot_ok(d, scale)
+        if not ok.all():
+            refuse(model, *rows[j], ~ok, shape)
+        W[:, j, :j + 1] /= np.sqrt(d)[:, None]
+        W[:, :j, :j] -= W[:, j, :j, None] * W[:, j, None, :j]
+    return np.tril(W)
+
+
+def solve_from_last(L: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x of (L^T L) x = y for factors L (B, k, k) of factor_from_last and right sides y (B, k)."""
+    z = np.linalg.solve(np.swapaxes(L, -1, -2), y[..., None])
+    return np.linalg.solve(L, z)[..., 0]
+
+
+def coordinate_rows(model: Model, free: np.ndarray) -> list[tuple[str, int]]:
+    """(what, body) of each free coordinate (`free`, (nv,)), for factor_from_last's errors."""
+    base = model.nv - model.n
+    return [(BASE, -1) if k < base else (f"joint {model.joint_names[k - base]!r}", int(model.leader_bodies[k - base]))
+            for k in np.flatnonzero(free)]
+
+
+def free_inverse(model: Model, M: np.ndarray, free: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """M_ff^-1 (B, k, k) over the free coordinates `free` (nv,), by factor_from_last (the rule), symmetrised."""
+    Mff = M[:, free][:, :, free]
+    if not Mff.shape[-1]:
+        return Mff.copy()
+    L_inv = np.linalg.inv(factor_from_last(model, Mff, coordinate_rows(model, free), shape))
+    return L_inv @ np.swapaxes(L_inv, -1, -2)
 
 
 def _hybrid_dense(model: Model, batch: Batch, v: np.ndarray, u: np.ndarray, prescribed: np.ndarray
@@ -144,7 +156,8 @@ def _hybrid_dense(model: Model, batch: Batch, v: np.ndarray, u: np.ndarray, pres
 
     Mimic joints couple bodies to one coordinate, and a partly prescribed base splits a 6-DoF
     joint: partition M a + b = tau into prescribed (p) and free (f) rows,
-        M_ff a_f = tau_f - b_f - M_fp a_p,   tau_p = M_p. a + b_p.
+        M_ff a_f = tau_f - b_f - M_fp a_p,   tau_p = M_p. a + b_p,
+    M_ff factored from its last coordinate to its first, as the recursion eliminates them (the rule).
     """
     M = mass_matrix(model, batch.q)
     b = rnea_batch(model, batch, v, np.zeros_like(v))
@@ -153,7 +166,7 @@ def _hybrid_dense(model: Model, batch: Batch, v: np.ndarray, u: np.ndarray, pres
     rhs = u[:, f] - b[:, f] - np.einsum("bij,bj->bi", M[:, f][:, :, p], u[:, p])
     Mff = M[:, f][:, :, f]
     if Mff.shape[-1]:
-        a[:, f] = _cho_solve(cholesky_of_free(model, Mff, f), rhs)
+        a[:, f] = solve_from_last(factor_from_last(model, Mff, coordinate_rows(model, f), batch.shape), rhs)
     tau = np.where(p, np.einsum("bij,bj->bi", M, a) + b, u)
     return tau, a
 
@@ -172,7 +185,8 @@ def hybrid(model: Model, q, v, a_or_tau, prescribed, *, base_pose=None, f_ext=No
 
     Returns (tau, a), both (..., nv): tau holds the given forces and the forces the prescribed
     motions need; a holds the prescribed accelerations and the resulting free ones.
-    With nothing prescribed this is `aba`; with everything prescribed, `rnea`.
+    With nothing prescribed this is `aba`; with everything prescribed, `rnea`. Raises
+    SingularInertiaError when the free coordinates' articulated inertia is singular (core.singular).
     """
     mask = _mask(model, prescribed)
     batch = prepare(model, q, {"v": v, "a_or_tau": a_or_tau}, base_pose=base_pose, f_ext=f_ext)
@@ -184,7 +198,9 @@ def aba(model: Model, q, v, tau, *, base_pose=None, f_ext=None) -> np.ndarray:
     """Forward dynamics by the articulated-body algorithm (Kim Table 3): a = M^-1 (tau - b).
 
     For a floating base tau starts with the base wrench (m, f) applied in the base frame (zero
-    for a free-floating robot), and a starts with the base acceleration dV_0/dt.
+    for a free-floating robot), and a starts with the base acceleration dV_0/dt. Raises
+    SingularInertiaError when an articulated inertia is singular (core.singular's rule; a batch
+    names its first such sample).
     """
     batch = prepare(model, q, {"v": v, "tau": tau}, base_pose=base_pose, f_ext=f_ext)
     _, a = hybrid_batch(model, batch, *batch.vectors, np.zeros(model.nv, dtype=bool))
