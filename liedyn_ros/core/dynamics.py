@@ -169,7 +169,8 @@ def hybrid(model: Model, q, v, a_or_tau, prescribed, *, base_pose=None, f_ext=No
     """Hybrid dynamics (Kim Table 4): accelerations given where `prescribed`, forces elsewhere.
 
     Returns (tau, a), both (..., nv): tau holds the given forces and the forces the prescribed
-    motions need; a holds the prescribed accelerations and the resulting free ones.
+    motions need; a holds the prescribed accelerations and the resulting free ones. Raises
+    SingularInertiaError when the free coordinates' articulated inertia is singular (core.singular).
     """
     try:
         fm = model._fast
@@ -197,7 +198,9 @@ def aba(model: Model, q, v, tau, *, base_pose=None, f_ext=None) -> np.ndarray:
     """Forward dynamics by the articulated-body algorithm (Kim Table 3): a = M^-1 (tau - b).
 
     For a floating base tau starts with the base wrench (m, f) applied in the base frame (zero
-    for a free-floating robot), and a starts with the base acceleration dV_0/dt.
+    for a free-floating robot), and a starts with the base acceleration dV_0/dt. Raises
+    SingularInertiaError when an articulated inertia is singular (core.singular's rule, the same on
+    every path); a batch with one such sample raises, naming the first.
     """
     try:
         fm = model._fast

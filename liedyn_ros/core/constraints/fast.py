@@ -22,10 +22,10 @@ import numpy as np
 from ..fast.crba import mass_matrix_sample
 from ..fast.kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, borrowed, inputs_valid, \
     joint_transforms, model_arrays, parent_row, pose_of, reshaped, screw, sizes, vectors_valid, workspace
-from ..fast.layout import COORD, MULT
+from ..fast.layout import COORD, MULT, SCALE
 from ..fast.rnea import rnea_sample
-from ..fast.spatial import bjit, cho_solve, cholesky, gravity_in_base, ijit, jit, lower_solve, twist_to_child, \
-    upper_solve
+from ..fast.spatial import bjit, cho_solve, cholesky, gravity_in_base, ijit, jit, lower_solve, pivot_ok, \
+    twist_to_child, upper_solve
 from ..model import Model
 
 __all__ = ["FastConstraints", "constrained_aba_one", "constrained_rnea_one", "constrained_terms_one",
@@ -94,10 +94,11 @@ def sample_blocks(sc, nv, m, n_p):
 
 
 @ijit
-def ltl(H, parent):
-    """H <- L with H = L^T L, lower triangle, tree sparsity (Featherstone); False if not positive definite."""
+def ltl(H, parent, scale):
+    """H <- L with H = L^T L, lower triangle, tree sparsity (Featherstone); False when a pivot fails
+    core.singular's rule (from the leaves, the pivots are the articulated-body algorithm's: aba refuses too)."""
     for k in range(H.shape[0] - 1, -1, -1):
-        if not H[k, k] > 0.0:
+        if not pivot_ok(H[k, k], scale):
             return False
         d = math.sqrt(H[k, k])
         H[k, k] = d
@@ -365,12 +366,12 @@ def contact_terms_many(mf, mi, ci, cf, sc_size, q, v, T, active, A, c, start, st
 
 
 @ijit
-def forward_factor(parent, A, L, Y, K):
+def forward_factor(parent, A, L, Y, K, scale):
     """L <- the factor of M = L^T L (L holds M on entry), Y = L^-T A^T (row r: A's row r solved) and
-    K = Y^T Y = A M^-1 A^T factored. False when M or K is singular (K's inactive rows get a unit pivot:
-    their lam is zero)."""
+    K = Y^T Y = A M^-1 A^T factored. False when M (by core.singular's rule, `scale` its inertia_scale) or
+    K is singular (K's inactive rows get a unit pivot: their lam is zero)."""
     m = A.shape[0]
-    if not ltl(L, parent):
+    if not ltl(L, parent, scale):
         return False
     last = np.empty(m, dtype=np.int64)  # Y's row r ends where A's does: L^-T reaches ancestors, lower indices
     for r in range(m):
@@ -429,7 +430,7 @@ def constrained_aba_sample(mf, mi, ws, ci, cf, sc, q, v, tau, T, active, params,
             return VIOLATED
         bias[r] = c[r] + kd * Av
     mass_matrix_sample(mf, mi, ws, q, L)
-    if not forward_factor(parent, A, L, Y, K):
+    if not forward_factor(parent, A, L, Y, K, mf[nb, SCALE]):
         return SINGULAR
     rnea_sample(mf, mi, ws, q, v, zero, T, np.empty((0, nb, 6)), np.empty((0, 6)), 0, b)
     for i in range(nv):
@@ -800,7 +801,7 @@ def constrained_terms_sample(mf, mi, ws, ci, cf, sc, q, v, a, tau, T, active, pa
         return OK
     for i in range(nv):  # tau - b with b = rnea(q, v, 0) = tau_r - M a: no third pass
         acc[i] = tau[i] - tau_r[i] + dot(L[i], a)
-    if not forward_factor(parent, A, L, Y, K):
+    if not forward_factor(parent, A, L, Y, K, mf[nb, SCALE]):
         return SINGULAR
     forward_solve(parent, L, A, Y, K, c, acc, x, lam_a)
     return OK

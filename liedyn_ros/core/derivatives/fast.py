@@ -48,8 +48,8 @@ from ..checks import Batch
 from ..fast import BAD_INPUT, OK, SINGULAR, fast_model
 from ..fast.kinematics import block, borrowed, inertias_block, inputs_valid, model_arrays, pose_of, reshaped, screw, \
     sizes, transforms_block, vectors_valid
-from ..fast.layout import COORD, INERTIA, MULT, PARENT
-from ..fast.spatial import bjit, bracket, coadjoint_bias, dot6, gravity_in_base, ijit, jit, joint_transform
+from ..fast.layout import COORD, INERTIA, MULT, PARENT, SCALE
+from ..fast.spatial import bjit, bracket, coadjoint_bias, dot6, gravity_in_base, ijit, jit, joint_transform, pivot_ok
 from ..fast.threads import run_batch
 from ..model import Model
 
@@ -405,13 +405,13 @@ def coordinate_parent(mi, tree, k):
 
 
 @ijit
-def ltdl(mi, tree, L):
+def ltdl(mi, tree, L, scale):
     """Lower triangle of L (= M) <- M = L^T D L, unit L below the diagonal, D on it (Featherstone,
-    RBDA 6.5): eliminating from the leaves along lambda fills in nothing off the ancestors.
-    False when a pivot is not positive (M singular)."""
+    RBDA 6.5): eliminating from the leaves along lambda fills in nothing off the ancestors. Its pivots
+    are the articulated-body algorithm's: False when one fails core.singular's rule (as aba refuses)."""
     for k in range(L.shape[0] - 1, -1, -1):
         d = L[k, k]
-        if not d > 0.0:
+        if not pivot_ok(d, scale):
             return False
         i = coordinate_parent(mi, tree, k)
         while i >= 0:
@@ -468,7 +468,7 @@ def derivatives_sample(mf, mi, ws, q, v, x, T, forward, out):
         for r in range(nv):
             for c in range(r + 1):
                 L[r, c] = M[r, c]
-        if not ltdl(mi, tree, L):
+        if not ltdl(mi, tree, L, mf[nb, SCALE]):
             return SINGULAR
         for r in range(nv):
             acc[r] = x[r] - bias[r]

@@ -12,8 +12,8 @@ X_i = Ad_{f_i^-1} and k = 0..r:
     FD:  the articulated-body algorithm with c^(k) and p^(k) as bias terms, J^_i and Psi_i computed
          once for every order (Ali et al., Lemma 2).
 Mimic joints couple bodies: a^(k) = M^-1 (tau^(k) - h^(k)) with h^(k) the order-k ID at a zero
-unknown and one Cholesky factor of M for every order; M e_c is the order-0 ID of a unit v' with
-no velocity or gravity terms.
+unknown and one factor of M (from its last row, core.singular's order) for every order; M e_c is
+the order-0 ID of a unit v' with no velocity or gravity terms.
 
 The derivatives of X are kept as 6x6 matrices (r + 2 per body); every X^(j) product is then one
 6x6 product, which keeps the cost at O(r^2) per body as in the reference.
@@ -26,14 +26,11 @@ from ..fast import BAD_INPUT, OK, SINGULAR
 from ..fast.kinematics import block, inertias_block, inputs_valid, model_arrays, pose_of, reshaped, sizes, \
     transforms_block, vectors_valid
 from ..fast.layout import COORD, INERTIA, MULT, PARENT, SCALE, SCREW
-from ..fast.spatial import body_inertia_times, bracket, cholesky, coadjoint_bias, congruence_to_parent, dot6, \
-    bjit, gravity_in_base, ijit, jit, joint_transform
+from ..fast.spatial import body_inertia_times, bracket, coadjoint_bias, congruence_to_parent, dot6, \
+    bjit, factor_from_last, gravity_in_base, ijit, jit, joint_transform, pivot_ok
 from .fast import mat6_vec, mat6T_vec
 
 __all__ = ["time_workspace", "rnea_time_one", "aba_time_one", "rnea_time_many", "aba_time_many"]
-
-# S^T J^ S below this fraction of the largest inertia entry counts as singular (as the reference).
-SINGULAR_TOL = 1e-12
 
 
 @jit
@@ -78,26 +75,24 @@ def views(ws, nb, nv, K):
 
 
 @ijit
-def cholesky_solve_columns(L, X, scale):
-    """X <- scale * (L L^T)^-1 X for every column at once.
+def solve_from_last_columns(L, X):
+    """X <- (L^T L)^-1 X for every column at once, L from spatial.factor_from_last.
 
     Row-oriented substitution: the inner loops run along a row of X (contiguous), which the
     compiler vectorizes; column by column would stride through X.
     """
     k, nc = L.shape[0], X.shape[1]
-    for r in range(k):  # L Z = scale X
-        for c in range(nc):
-            X[r, c] *= scale
-        for m in range(r):
-            w = L[r, m]
+    for r in range(k - 1, -1, -1):  # L^T Z = X, from the last row
+        for m in range(r + 1, k):
+            w = L[m, r]
             for c in range(nc):
                 X[r, c] -= w * X[m, c]
         d = 1.0 / L[r, r]
         for c in range(nc):
             X[r, c] *= d
-    for r in range(k - 1, -1, -1):  # L^T Y = Z
-        for m in range(r + 1, k):
-            w = L[m, r]
+    for r in range(k):  # L Y = Z
+        for m in range(r):
+            w = L[r, m]
             for c in range(nc):
                 X[r, c] -= w * X[m, c]
         d = 1.0 / L[r, r]
@@ -272,7 +267,7 @@ def rnea_time_sample(mf, mi, ws, q, vd, T, out):
 def articulated_inertias(mf, mi, R, p, Jh, Jk, U, Psi):
     """J^_i = J_i + sum_c X_c^T (J^_c - U_c Psi_c U_c^T) X_c, U_i = J^_i S_i, Psi_i = 1 / (S_i^T U_i).
 
-    False when S_i^T J^_i S_i is singular (a massless subtree on a moving joint).
+    False when a pivot S_i^T J^_i S_i fails core.singular's rule (a massless subtree on a moving joint).
     """
     nb, n, nv = sizes(mi)
     for i in range(nb + 1):
@@ -283,7 +278,7 @@ def articulated_inertias(mf, mi, R, p, Jh, Jk, U, Psi):
         par = mi[i, PARENT] if mi[i, PARENT] >= 0 else nb
         mat6_vec(Jh[i], mf[i, SCREW:SCREW + 6], U[i])
         D = dot6(mf[i, SCREW:SCREW + 6], U[i])
-        if not D > SINGULAR_TOL * mf[nb, SCALE]:
+        if not pivot_ok(D, mf[nb, SCALE]):
             return False
         Psi[i] = 1.0 / D
         for r in range(6):
@@ -297,7 +292,7 @@ def articulated_inertias(mf, mi, R, p, Jh, Jk, U, Psi):
 def aba_step(mf, mi, k, Xd, Jh, U, Psi, L6, c, pb, bh, tau_k, qdn, Vn, Fn, tmp, y6):
     """Order-k FD (time_derivatives.aba_step): V^(k+1) (row nb: V_0^(k+1)), F^(k) and the body rates qd^(k+1).
 
-    L6: the Cholesky factor of J^_0 (floating base); y6: (6, 1) scratch.
+    L6: the factor of J^_0 = L6^T L6 (floating base, spatial.factor_from_last); y6: (6, 1) scratch.
     """
     nb, n, nv = sizes(mi)
     base = nv - n
@@ -320,7 +315,7 @@ def aba_step(mf, mi, k, Xd, Jh, U, Psi, L6, c, pb, bh, tau_k, qdn, Vn, Fn, tmp, 
     if base:  # J^_0 V_0^(k+1) = F_0 - b^_0
         for r in range(6):
             y6[r, 0] = tau_k[r] - bh[nb, r]
-        cholesky_solve_columns(L6, y6, 1.0)
+        solve_from_last_columns(L6, y6)
         for r in range(6):
             Vn[nb, r] = y6[r, 0]
     for i in range(nb):
@@ -357,13 +352,13 @@ def aba_time_sample(mf, mi, ws, q, v, taus, T, out):
             x[1, col] = 1.0
             body_rates(mf, mi, x[1], qd[1])
             rnea_step(mf, mi, 0, Xd, c, pb, x[1, 0:6], qd[1], Vn, Fn, M[:, col], False)
-        if not cholesky(M, 0.0):
+        if not factor_from_last(M, mf[nb, SCALE]):
             return SINGULAR
     else:
         if not articulated_inertias(mf, mi, R, p, Jh, Jk, U, Psi):
             return SINGULAR
         L6[:, :] = Jh[nb]
-        if base and not cholesky(L6, 0.0):
+        if base and not factor_from_last(L6, mf[nb, SCALE]):
             return SINGULAR
     for k in range(K - 1):
         known_terms(mf, mi, k, Xd, qd, V, G, F, C, c, pb, T66, tmp)
@@ -373,7 +368,7 @@ def aba_time_sample(mf, mi, ws, q, v, taus, T, out):
             rnea_step(mf, mi, k, Xd, c, pb, x[1, 0:6], qd[k + 1], Vn, Fn, x[2], True)
             for r in range(nv):
                 out[k, r] = taus[k, r] - x[2, r]
-            cholesky_solve_columns(M, out[k:k + 1].T, 1.0)
+            solve_from_last_columns(M, out[k:k + 1].T)
             body_rates(mf, mi, out[k], qd[k + 1])
             rnea_step(mf, mi, k, Xd, c, pb, out[k, 0:6], qd[k + 1], V[k + 1], F[k], x[2], True)
         else:

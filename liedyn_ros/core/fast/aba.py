@@ -9,8 +9,9 @@ Forward:   a_i = Ad_{f_i^-1} dV_lambda + eta_i
   free:        qdd_i = (u_i - U_i^T Ad_{f_i^-1} dV_lambda) / D_i
   prescribed:  tau_i = U_i^T dV_i + S_i^T b^_i
            dV_i = a_i + S_i qdd_i
-A free floating base solves J^_0 dV_0 = F_0 - b^_0 by Cholesky; a prescribed one gives
-F_0 = J^_0 dV_0 + b^_0.
+A free floating base solves J^_0 dV_0 = F_0 - b^_0 (J^_0 = L^T L, factored from its last row); a
+prescribed one gives F_0 = J^_0 dV_0 + b^_0. Every pivot, D_i and J^_0's, passes core.singular's rule
+(spatial.pivot_ok) or the kernel returns SINGULAR, and the reference raises.
 
 Mimic joints stay in the recursion when all bodies a coordinate k drives (qdd_i = m_i qdd_k)
 hang from one parent: the group is one joint of the parent, with, in the parent's frame,
@@ -33,11 +34,9 @@ from .kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, borrowe
     vectors_valid, workspace, wrenches_valid
 from .layout import ALONE, COORD, FIRST, GROUPED, MULT, SCALE, SCREW
 from .rnea import rnea_sample
-from .spatial import body_inertia_times, cholesky_solve, coadjoint_bias, congruence_of_blocks, congruence_to_parent, \
-    dot6, gravity_in_base, ijit, jit, mat6_times, bjit, screw_dot, times_screw, twist_to_child, wrench_to_parent
-
-# S^T J^ S below this fraction of the robot's largest inertia entry counts as singular (as the reference).
-SINGULAR_TOL = 1e-12
+from .spatial import body_inertia_times, coadjoint_bias, congruence_of_blocks, congruence_to_parent, dot6, \
+    factor_from_last, gravity_in_base, ijit, jit, mat6_times, bjit, pivot_ok, screw_dot, solve_from_last, times_screw, \
+    twist_to_child, wrench_to_parent
 
 
 @jit
@@ -113,7 +112,7 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
             bias_plus(Jh[i], x[1], bh[i], beta)
         j = parent_row(mi, i)
         if free and mf[i, ALONE]:  # Pi_i and beta_i in {i}, as in plain ABA
-            if not D[k] > SINGULAR_TOL * mf[nb, SCALE]:
+            if not pivot_ok(D[k], mf[nb, SCALE]):
                 return SINGULAR
             D_inv = 1.0 / D[k]  # one division, not twelve
             for r in range(6):
@@ -125,7 +124,7 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
             congruence_to_parent(R[i], p[i], Jh[i], Jh[j])
         wrench_to_parent(R[i], p[i], beta, bh[j])
         if mf[i, FIRST] and free and not mf[i, ALONE]:  # the last body of coordinate k's group
-            if not D[k] > SINGULAR_TOL * mf[nb, SCALE]:
+            if not pivot_ok(D[k], mf[nb, SCALE]):
                 return SINGULAR
             articulate(Uk[k], D[k], uk[k], Jh[j], bh[j])
 
@@ -142,8 +141,9 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
         for r in range(6):
             tau[r] = u[r]
             dV[nb, r] = u[r] - bh[nb, r]
-        if not cholesky_solve(Jh[nb], dV[nb]):
+        if not factor_from_last(Jh[nb], mf[nb, SCALE]):
             return SINGULAR
+        solve_from_last(Jh[nb], dV[nb])
     for r in range(base):
         a[r] = dV[nb, r] - x[1, r]
 
@@ -221,7 +221,7 @@ def eliminated_block(J, U, W, r0, c0):
 def hybrid_dense(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau, a):
     """Partition M a + b = tau into prescribed (p) and free (f) rows, b = rnea(q, v, 0):
 
-        M_ff a_f = tau_f - b_f - M_fp a_p  (Cholesky),   tau_p = M_p. a + b_p.
+        M_ff a_f = tau_f - b_f - M_fp a_p  (M_ff = L^T L from its last row),   tau_p = M_p. a + b_p.
     """
     nb, n, nv = sizes(mi)
     M, o = block(ws, 0, nv, nv)
@@ -247,8 +247,9 @@ def hybrid_dense(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau, a):
             rhs[r] -= M[kr, c] * a[c]  # a is zero on the free entries yet
         for c in range(nf):
             Mff[r, c] = M[kr, int(free[0, c])]
-    if not cholesky_solve(Mff[:nf, :nf], rhs):
+    if not factor_from_last(Mff[:nf, :nf], mf[nb, SCALE]):
         return SINGULAR
+    solve_from_last(Mff[:nf, :nf], rhs)
     for r in range(nf):
         a[int(free[0, r])] = rhs[r]
     for k in range(nv):

@@ -82,11 +82,13 @@ def drop_stale_cache() -> None:
 
     Numba keys a cached function on its own file only: a kernel in rnea.py would keep an old
     inlined step of spatial.py, and the derivative and constraint kernels inline these steps too. A stamp of
-    the sources of fast/, derivatives/ and constraints/fast.py in __pycache__ catches that.
+    the sources of fast/, derivatives/, constraints/fast.py and singular.py (the rule every kernel
+    inlines, its tolerance a compile-time constant) in __pycache__ catches that.
     """
     here = Path(__file__).parent
     folders = [here, here.parent / "derivatives", here.parent / "constraints"]
-    sources = sorted(f for folder in folders[:2] for f in folder.glob("*.py")) + [folders[2] / "fast.py"]
+    sources = sorted(f for folder in folders[:2] for f in folder.glob("*.py")) + [folders[2] / "fast.py",
+                                                                                 here.parent / "singular.py"]
     digest = hashlib.sha256(b"".join(f.read_bytes() for f in sources)).hexdigest()
     stamp = here / "__pycache__" / "liedyn_fast.stamp"
     try:

@@ -8,7 +8,7 @@ one float array `mf` and one int array `mi`, and the single-sample workspace rid
                                    1 if i is the first body its coordinate drives,
                                    the axis of S_i (`joint_axis`),
                                    1 if i is the only body its coordinate drives
-    mf[nb]  the base:              gravity (world frame), the largest inertia entry, 1 if every
+    mf[nb]  the base:              gravity (world frame), the pivots' scale (core.singular), 1 if every
                                    coordinate's bodies share one parent (ABA stays recursive),
                                    J_base
     mf[nb + 1:]                    the workspace of single-sample calls (`workspace`)
@@ -24,12 +24,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import Model
+from ..singular import inertia_scale
 
 __all__ = ["FastModel", "fast_model", "RM", "PM", "SCREW", "INERTIA", "MULT", "OFFSET", "FIRST", "AXIS", "ALONE",
            "GRAVITY", "SCALE", "GROUPED", "PARENT", "COORD", "GENERAL", "WIDTH", "MI_WIDTH", "HEADER"]
 
 RM, PM, SCREW, INERTIA, MULT, OFFSET, FIRST, AXIS, ALONE = 0, 9, 12, 18, 54, 55, 56, 57, 58
-# base row: gravity (3), largest inertia entry (singularity threshold), mimic groups share a parent
+# base row: gravity (3), inertia_scale (core.singular's rule), mimic groups share a parent
 GRAVITY, SCALE, GROUPED = 0, 3, 4
 WIDTH = 59
 PARENT, COORD = 0, 1
@@ -60,7 +61,7 @@ class FastModel:
         mf[first[count == 1], ALONE] = 1.0
         mf[:nb, AXIS] = [joint_axis(S) for S in model.S]
         mf[nb, GRAVITY:GRAVITY + 3] = model.gravity
-        mf[nb, SCALE] = max(np.abs(model.J).max(initial=0.0), np.abs(model.J_base).max())
+        mf[nb, SCALE] = inertia_scale(model)
         mf[nb, GROUPED] = all(np.unique(model.parent[coordinate == k]).size == 1 for k in range(model.n))
         mf[nb, INERTIA:INERTIA + 36] = model.J_base.reshape(36)
         mi = np.zeros((nb + 1, MI_WIDTH), dtype=np.int64)

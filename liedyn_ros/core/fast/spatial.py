@@ -11,6 +11,7 @@ import math
 
 from numba import njit
 
+from .. import singular
 from .layout import AXIS, GENERAL, INERTIA, MULT, OFFSET, PM, RM, SCREW
 
 # fastmath "contract" only: a * b + c may become one FMA instruction (one rounding, not two; aba and
@@ -22,6 +23,9 @@ jit = njit(cache=True, error_model="numpy", fastmath={"contract"})
 ijit = njit(cache=True, error_model="numpy", fastmath={"contract"}, inline="always")
 # Batch kernels: release the GIL, so that threads.run_batch can spread a batch over threads.
 bjit = njit(cache=True, error_model="numpy", fastmath={"contract"}, nogil=True)
+
+# core.singular's rule itself, compiled: pivot_ok(d, mf[nb, SCALE]) is False for a singular pivot.
+pivot_ok = ijit(singular.pivot_ok)
 
 
 @ijit
@@ -457,15 +461,30 @@ def upper_solve(L, x):
 
 
 @ijit
-def cholesky_solve(A, x):
-    """Solve A y = x in place for a symmetric positive definite A (overwritten by its factor L).
-
-    Returns False when a pivot is not positive (A singular or indefinite).
-    """
-    if not cholesky(A, 0.0):
-        return False
-    cho_solve(A, x)
+def factor_from_last(A, scale):
+    """A <- L, lower triangular with A = L^T L, eliminating the last row first: the articulated-body
+    order of core.singular's rule (reference.hybrid.factor_from_last). Reads and writes the lower
+    triangle only. False when a pivot fails the rule (A singular to its tolerance, or indefinite)."""
+    for j in range(A.shape[0] - 1, -1, -1):
+        d = A[j, j]
+        if not pivot_ok(d, scale):
+            return False
+        d = math.sqrt(d)
+        A[j, j] = d
+        for c in range(j):
+            A[j, c] /= d
+        for r in range(j):
+            w = A[j, r]
+            for c in range(r + 1):
+                A[r, c] -= w * A[j, c]
     return True
+
+
+@ijit
+def solve_from_last(L, x):
+    """x <- (L^T L)^-1 x in place, for the factor L of factor_from_last."""
+    upper_solve(L, x)
+    lower_solve(L, x)
 
 
 @ijit
