@@ -343,3 +343,43 @@ def test_cli_refuses_a_bad_observer_option_as_the_node_would(tmp_path: Path, arm
     assert replay_cli(*arm_bag, tmp_path / "out", "--observer-gain", "-1") == 2
     assert capsys.readouterr().err == (
         "liedyn-replay: error: observer_gain: -1.0 must be finite and > 0 (given on the command line)\n")
+
+
+# ------------------------------------------------------------------- the node: the same rule
+
+@pytest.fixture
+def node_module(monkeypatch: pytest.MonkeyPatch) -> Any:
+    from fake_ros import Node, load_node_module
+    Node.OVERRIDES = {}
+    return load_node_module(monkeypatch)
+
+
+NODE_REFUSED = {  # as ROS hands them to the on-set callback: double[] as array.array
+    "friction_compensation": "false",
+    "friction_coulomb": array.array("d", [1.0, -0.5]),
+    "gravity": array.array("d", [0.0, -9.81]),
+    "contact_links": "panda_hand",
+    "estimator_min_samples": 1,
+}
+
+
+def test_the_node_refuses_a_value_with_the_replays_words(node_module: Any) -> None:
+    from fake_ros import Node, Parameter
+    Node.OVERRIDES = {"robot_description": ARM}
+    node = node_module.DynamicsNode()
+    for name, value in NODE_REFUSED.items():
+        [result] = node.set_parameters([Parameter(name, value=value)])
+        with pytest.raises(ParameterError) as info:
+            check_parameters({name: value}, JOINTS)
+        assert not result.successful and result.reason == str(info.value)
+    [result] = node.set_parameters([Parameter("friction_coulomb", value=array.array("d", [1.0, 0.5]))])
+    assert result.successful
+
+
+def test_the_node_refuses_a_bad_override_at_startup_saying_why(node_module: Any) -> None:
+    """A launch file's `friction_compensation: "false"` leaves the node without a model, saying why."""
+    from fake_ros import Node
+    Node.OVERRIDES = {"robot_description": ARM, "friction_compensation": "false"}
+    node = node_module.DynamicsNode()
+    errors = [text for level, text in node.lines if level == "error"]
+    assert any("friction_compensation: expected true or false, got the string 'false'" in t for t in errors), errors
