@@ -2,39 +2,32 @@
 
 Every bag gets its own reader and typestore, so ROS 1 and ROS 2 bags can be replayed
 together; their messages are merged by receive time. Message types that cannot be decoded
-(for example control_msgs, which is not in the standard type set) are skipped, and a bag
-that breaks in the middle yields what came before the damage plus a problem note.
+(for example control_msgs, which is not in the standard type set) are skipped. A bag that
+rosbags cannot open, or that breaks while it is read, is read again by a salvage reader
+(salvage/), which keeps every intact message and accounts for what was lost.
 """
 
 from __future__ import annotations
 
 import heapq
 import struct
-from operator import itemgetter
+from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from io import BytesIO
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from rosbags.interfaces import Connection, ConnectionExtRosbag2, MessageDefinitionFormat
+from rosbags.interfaces import Connection, MessageDefinitionFormat
 from rosbags.rosbag1 import Reader as Reader1
 from rosbags.rosbag2 import Reader as Reader2
-from rosbags.rosbag2.errors import ReaderError as Reader2Error
 from rosbags.rosbag2.reader import DirectoryReader
-from rosbags.rosbag2.storage_mcap import (
-    McapReader,
-    Schema,
-    Statistics,
-    decompress,
-    get_msgdef,
-    get_qos,
-    read_bytes,
-    read_string,
-)
+from rosbags.rosbag2.storage_mcap import McapReader, decompress
 from rosbags.typesys import Stores, get_types_from_idl, get_types_from_msg, get_typestore
 
 from .errors import ReplayError
+from .salvage import Salvage, known_damage, salvage_reader
+from .salvage.mcap import MESSAGE, MESSAGE_HEADER, ChunkHead, chunk_contents
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterator
@@ -65,11 +58,12 @@ class BagSource:
     """One open bag: its reader, a typestore that can decode it, and what went wrong."""
 
     path: Path
-    reader: Reader1 | Reader2
+    reader: Any  # rosbags' Reader1 or Reader2, or a salvage reader
     typestore: Typestore
     is_ros1: bool
     undecodable: dict[str, str] = field(default_factory=dict)  # msgtype -> reason
     problems: list[str] = field(default_factory=list)
+    salvaged: bool = False  # the reader is a salvage reader
 
     def connections(self, topics: Collection[str]) -> list[Connection]:
         return [c for c in self.reader.connections if c.topic in topics]
@@ -82,21 +76,65 @@ class BagSource:
             return self.typestore.deserialize_ros1(data, msgtype)
         return self.typestore.deserialize_cdr(data, msgtype)
 
+    def close(self) -> None:
+        self.reader.close()
+
+    def salvages(self) -> list[Salvage]:
+        """The accounts of the damaged storage files read so far."""
+        storage = getattr(self.reader, "storage", self.reader)
+        storages = getattr(storage, "storages", [storage])  # a rosbag2 directory: one per file
+        return [s.salvage for s in storages if getattr(s, "salvage", None) is not None]
+
     def messages(self, topics: Collection[str]) -> Iterator[RawMessage]:
-        """Messages on `topics` in receive order; stops at damage and notes it."""
-        conns = [c for c in self.connections(topics) if c.msgtype not in self.undecodable]
-        if not conns:
-            return
-        count = 0
+        """Messages on `topics` in receive order. When the reader fails on the way, the rest
+        comes from a salvage reader, from where the failure was."""
+        seen = _Position()
         try:
+            for raw in self._read(topics):
+                seen.passed(raw.receive_ns)
+                yield raw
+        except Exception as err:  # noqa: BLE001 - any storage failure means damage here
+            if self.salvaged or not self._salvage(err, seen.count):
+                self.problems.append(f"{self.path}: damaged after {seen.count} messages on {sorted(topics)}; "
+                                     f"kept what came before ({type(err).__name__}: {err})")
+                return
+            yield from (raw for raw in self._read(topics) if seen.after(raw.receive_ns))
+
+    def _read(self, topics: Collection[str]) -> Iterator[RawMessage]:
+        conns = [c for c in self.connections(topics) if c.msgtype not in self.undecodable]
+        if conns:
             for conn, stamp, data in self.reader.messages(connections=conns):
                 yield RawMessage(conn.topic, conn.msgtype, stamp, data, self)
-                count += 1
-        except Exception as err:  # noqa: BLE001 - any storage failure means damage here
-            self.problems.append(
-                f"{self.path}: damaged after {count} messages on {sorted(topics)}; "
-                f"kept what came before ({type(err).__name__}: {err})"
-            )
+
+    def _salvage(self, err: Exception, count: int) -> bool:
+        """Replaces the reader by a salvage reader after it failed; False when none can read."""
+        try:
+            reader = salvage_reader(self.path, self.is_ros1, f"the reader failed after {count} messages "
+                                    f"({type(err).__name__}: {err})")
+        except Exception:  # noqa: BLE001 - then the failure stands as it is
+            return False
+        self.reader.close()
+        self.reader, self.salvaged = reader, True
+        return True
+
+
+class _Position:
+    """How far a stream of messages in receive order went: a resumed stream skips what came
+    before, and as many messages of the last receive time as were already given."""
+
+    def __init__(self) -> None:
+        self.count, self.last, self.at_last = 0, -(2**63), 0
+
+    def passed(self, stamp: int) -> None:
+        self.count += 1
+        self.at_last = self.at_last + 1 if stamp == self.last else 1
+        self.last = stamp
+
+    def after(self, stamp: int) -> bool:
+        if stamp == self.last and self.at_last:
+            self.at_last -= 1
+            return False
+        return stamp >= self.last
 
 
 def _storage_path(path: Path) -> Path:
@@ -154,48 +192,6 @@ def _embedded_types(conn: Connection) -> dict[str, Any]:
     return {}
 
 
-class SalvageMcapReader(McapReader):
-    """Reads an MCAP file whose end is missing (a recording that was killed): no footer, no
-    summary, a cut record. Every complete record is used, including those at the start of a
-    cut uncompressed chunk; schemas and channels may sit inside chunks (rosbag2's writer)."""
-
-    def _open(self) -> None:
-        assert self.bio
-        data = self.bio.read()
-        if data[:9] != b"\x89MCAP0\r\n\x01":
-            raise Reader2Error("not an MCAP file")
-        self._records = list(_mcap_records(data, 17 + int.from_bytes(data[9:17], "little")))
-        for op, body in self._records:
-            if op == 0x03:
-                sid, rest = int.from_bytes(body[:2], "little"), BytesIO(body[2:])
-                self.schemas[sid] = Schema(sid, read_string(rest), read_string(rest), read_string(rest))
-        for op, body in self._records:
-            if op == 0x04:
-                self._add_channel(body)
-        self.statistics = Statistics(0, 0, 0, 0, 0, 0, 0, 0, {})
-
-    def _add_channel(self, body: bytes) -> None:
-        rec = BytesIO(body)
-        cid, sid = int.from_bytes(rec.read(2), "little"), int.from_bytes(rec.read(2), "little")
-        topic, encoding, meta = read_string(rec), read_string(rec), read_bytes(rec)
-        schema = self.schemas.get(sid)
-        self.connections.append(Connection(
-            cid, topic, schema.name if schema else "", get_msgdef(schema), "", 0,
-            ConnectionExtRosbag2(encoding, get_qos(meta)), self,
-        ))
-
-    def messages(self, connections: Any, start: int | None = None, stop: int | None = None) -> Any:
-        wanted = {c.id: c for c in connections}
-        found = []
-        for op, body in self._records:
-            if op == 0x05:
-                cid, log_time = int.from_bytes(body[:2], "little"), int.from_bytes(body[6:14], "little")
-                if cid in wanted:
-                    found.append((log_time, cid, body[22:]))
-        found.sort(key=lambda m: m[0])
-        return ((wanted[cid], t, data) for t, cid, data in found)
-
-
 _MESSAGE = struct.Struct("<HIQ")  # Message record after opcode and length: channel, sequence, log time
 
 
@@ -206,8 +202,15 @@ class IndexedMcapReader(McapReader):
     message, about 3 us a message and the largest Python cost left in the replay. Here a
     chunk is decompressed once and its records are walked with `struct.unpack_from` on the
     bytes. As in rosbags, chunks are merged by log time, each one decompressed only when the
-    merge reaches its start time (a sentinel comes first), so memory stays bounded.
+    merge reaches its start time (a sentinel comes first), so memory stays bounded. A chunk
+    whose walk disagrees with the index (a damaged record) is read by the salvage walk, which
+    keeps every record that checks out; `salvage` then accounts for the loss.
     """
+
+    def __init__(self, path: Any) -> None:
+        super().__init__(path)
+        self.salvage: Salvage | None = None  # made at the first damaged chunk
+        self._accounted: set[int] = set()    # chunks whose loss is in `salvage`
 
     def messages(self, connections: Any, start: int | None = None, stop: int | None = None) -> Any:
         if not self.chunks or start is not None or stop is not None:
@@ -223,23 +226,68 @@ class IndexedMcapReader(McapReader):
 
     def _chunk_messages(self, chunk: Any, wanted: dict[int, Connection]) -> Iterator[tuple[int, int, Connection | None, bytes]]:
         yield chunk.message_start_time, 0, None, b""
+        head, stored = self._stored(chunk)
+        found = self._walk(chunk, head, stored, wanted)
+        if found is None:
+            found = self._salvage_chunk(chunk, head, stored, wanted)
+        found.sort(key=itemgetter(0))  # stable: equal log times keep the file order
+        yield from found
+
+    def _stored(self, chunk: Any) -> tuple[ChunkHead, bytes]:
+        """The chunk's header as the index and the record give it, and its stored records."""
         assert self.bio
         self.bio.seek(chunk.chunk_start_offset + 9 + 24)  # record header, 3 uint64 -> CRC
         (crc,) = struct.unpack("<I", self.bio.read(4))
-        self.bio.seek(chunk.chunk_start_offset + 9 + 40 + len(chunk.compression))
-        data = decompress(self.bio.read(chunk.compressed_size), chunk.compression, chunk.uncompressed_size, crc)
-        found = []
-        pos, end = 0, len(data)
-        while pos < end:
-            length = int.from_bytes(data[pos + 1 : pos + 9], "little")
-            if data[pos] == 0x05:  # Message
-                cid, _, log_time = _MESSAGE.unpack_from(data, pos + 9)
-                conn = wanted.get(cid)
-                if conn is not None:
-                    found.append((log_time, chunk.chunk_start_offset, conn, data[pos + 31 : pos + 9 + length]))
-            pos += 9 + length
-        found.sort(key=itemgetter(0))  # stable: equal log times keep the file order
-        yield from found
+        records = chunk.chunk_start_offset + 9 + 40 + len(chunk.compression)
+        self.bio.seek(records)
+        head = ChunkHead(chunk.uncompressed_size, crc, chunk.compression, records, chunk.compressed_size)
+        return head, self.bio.read(chunk.compressed_size)
+
+    def _walk(self, chunk: Any, head: ChunkHead, stored: bytes, wanted: dict[int, Connection]) -> list[Any] | None:
+        """The wanted messages by a plain walk over the records; None when the walk does not
+        end where the chunk does or finds other counts than the index (damage)."""
+        try:
+            data = decompress(stored, head.compression, head.uncompressed, head.crc)
+            found = []
+            pos, end = 0, len(data)
+            while pos < end:
+                length = int.from_bytes(data[pos + 1 : pos + 9], "little")
+                if data[pos] == MESSAGE:
+                    cid, _, log_time = _MESSAGE.unpack_from(data, pos + 9)
+                    conn = wanted.get(cid)
+                    if conn is not None:
+                        found.append((log_time, chunk.chunk_start_offset, conn,
+                                      data[pos + 9 + MESSAGE_HEADER : pos + 9 + length]))
+                pos += 9 + length
+        except Exception:  # noqa: BLE001 - rosbags' size and CRC checks, a record cut by damage
+            return None
+        expected = sum(chunk.channel_count.get(cid, 0) for cid in wanted)
+        return found if pos == end and len(found) == expected else None
+
+    def _salvage_chunk(self, chunk: Any, head: ChunkHead, stored: bytes, wanted: dict[int, Connection]) -> list[Any]:
+        """The wanted messages of a damaged chunk by the salvage walk (salvage.mcap), which
+        resynchronises after a damaged record; the chunk's loss is accounted once."""
+        topics = {c.id: c.topic for c in self.connections}
+        if self.salvage is None:
+            expected = Counter[str]()
+            for c in self.connections:
+                expected[c.topic] += c.msgcount
+            self.salvage = Salvage(Path(str(self.path)), "mcap", recovered=Counter(expected), expected=dict(expected),
+                                   cause="a chunk does not match the file's index")
+        offset = chunk.chunk_start_offset
+        account = offset not in self._accounted
+        self._accounted.add(offset)
+        found, counts = [], Counter[int]()
+        for op, body in chunk_contents(head, stored, offset, set(topics), self.salvage if account else None):
+            if op == MESSAGE:
+                cid = int.from_bytes(body[:2], "little")
+                counts[cid] += 1
+                if (conn := wanted.get(cid)) is not None:
+                    found.append((int.from_bytes(body[6:14], "little"), offset, conn, bytes(body[MESSAGE_HEADER:])))
+        if account:
+            for cid, count in chunk.channel_count.items():
+                self.salvage.recovered[topics.get(cid, str(cid))] -= max(0, count - counts[cid])
+        return found
 
 
 def _indexed_mcap(reader: Reader2) -> Reader2:
@@ -253,75 +301,49 @@ def _indexed_mcap(reader: Reader2) -> Reader2:
     return reader
 
 
-def _mcap_records(data: bytes, pos: int, end: int | None = None) -> Iterator[tuple[int, bytes]]:
-    """(opcode, body) of every complete record from `pos`; descends into chunks, and into
-    the complete part of a cut uncompressed chunk."""
-    end = len(data) if end is None else end
-    while pos + 9 <= end:
-        op, size = data[pos], int.from_bytes(data[pos + 1 : pos + 9], "little")
-        body = data[pos + 9 : min(pos + 9 + size, end)]
-        if op == 0x06:
-            yield from _chunk_records(body)
-        elif len(body) == size:
-            yield op, body
-        if len(body) < size:
-            return
-        pos += 9 + size
-
-
-def _chunk_records(body: bytes) -> Iterator[tuple[int, bytes]]:
-    rec = BytesIO(body)
-    rec.seek(24)  # start time, end time, uncompressed size
-    (crc,) = struct.unpack("<I", rec.read(4))
-    compression = read_string(rec)
-    (size,) = struct.unpack("<Q", rec.read(8))
-    payload = rec.read(size)
-    if compression:
-        if len(payload) < size:
-            return  # a cut compressed chunk cannot be decoded
-        payload = decompress(payload, compression, int.from_bytes(body[16:24], "little"), crc)
-    yield from _mcap_records(payload, 0)
-
-
-def _single_mcap(path: Path) -> Path | None:
-    if path.is_file():
-        return path if path.suffix == ".mcap" else None
-    files = sorted(path.glob("*.mcap")) if path.is_dir() else []
-    return files[0] if len(files) == 1 else None
-
-
-def _open_reader(path: Path, is_ros1: bool) -> tuple[Reader1 | Reader2, str | None]:
-    """An open reader, and a problem note when only a salvage read was possible."""
-    try:
-        reader: Reader1 | Reader2 = Reader1(path) if is_ros1 else _indexed_mcap(Reader2(_storage_path(path)))
-        reader.open()
-        return reader, None
-    except ReplayError:
-        raise
-    except Exception as err:  # noqa: BLE001 - rosbags raises many kinds; all mean unreadable
-        mcap = None if is_ros1 else _single_mcap(path)
-        if mcap is None:
-            raise ReplayError(f"{path}: cannot open bag ({type(err).__name__}: {err})") from err
-        salvage = Reader2(mcap)
-        salvage.storage = SalvageMcapReader(mcap)
+def _open_reader(path: Path, is_ros1: bool) -> tuple[Any, bool]:
+    """An open reader, and whether only a salvage reader could open it."""
+    cause = None if is_ros1 else known_damage(path)
+    if cause is None:
         try:
-            salvage.open()
-        except Exception:  # noqa: BLE001
-            raise ReplayError(f"{path}: cannot open bag ({type(err).__name__}: {err})") from err
-        return salvage, f"{mcap}: damaged MCAP ({err}); read by scanning the file"
+            reader: Reader1 | Reader2 = Reader1(path) if is_ros1 else _indexed_mcap(Reader2(_storage_path(path)))
+            reader.open()
+            return reader, False
+        except ReplayError:
+            raise
+        except Exception as err:  # noqa: BLE001 - rosbags raises many kinds; all mean unreadable
+            cause = f"rosbags cannot open it: {type(err).__name__}: {err}"
+    try:
+        return salvage_reader(path, is_ros1, cause), True
+    except Exception as err:  # noqa: BLE001 - the salvage reader cannot read it either
+        raise ReplayError(f"{path}: cannot open bag ({cause}; no salvage: {err})") from err
+
+
+def _regular(path: Path) -> None:
+    """ReplayError for a FIFO, socket or device given as a bag (or inside a bag directory):
+    reading one would block or never end."""
+    odd = [path] if not (path.is_file() or path.is_dir()) else []
+    if path.is_dir():
+        odd = [p for p in sorted(path.iterdir()) if (p.name == "metadata.yaml" or p.suffix in (".mcap", ".db3"))
+               and not p.is_file()]
+    if odd:
+        raise ReplayError(f"{odd[0]}: not a regular file (a FIFO, socket or device); give a bag file or directory")
 
 
 def open_bag(path: Path, stack: ExitStack) -> BagSource:
     """Open one bag (a .bag file, a rosbag2 directory, or a bare .mcap/.db3 file)."""
     if not path.exists():
         raise ReplayError(f"{path}: no such bag")
+    _regular(path)
     is_ros1 = path.is_file() and path.suffix == ".bag"
-    reader, problem = _open_reader(path, is_ros1)
-    stack.callback(reader.close)
-    store, undecodable = _typestore_for(reader, is_ros1)
-    bag = BagSource(path, reader, store, is_ros1, undecodable)
-    if problem:
-        bag.problems.append(problem)
+    reader, salvaged = _open_reader(path, is_ros1)
+    try:
+        store, undecodable = _typestore_for(reader, is_ros1)
+    except BaseException:
+        reader.close()
+        raise
+    bag = BagSource(path, reader, store, is_ros1, undecodable, salvaged=salvaged)
+    stack.callback(bag.close)  # whichever reader it has then: a salvage may replace the first
     return bag
 
 
@@ -357,7 +379,14 @@ class BagSet:
         return found
 
     def problems(self) -> list[str]:
-        return [p for bag in self.bags for p in bag.problems]
+        return [p for bag in self.bags for p in bag.problems] + [s.describe() for s in self._salvages()]
+
+    def salvage(self) -> list[dict[str, Any]]:
+        """What each damaged bag file gave and lost (summary.json's "salvage")."""
+        return [s.as_dict() for s in self._salvages()]
+
+    def _salvages(self) -> list[Salvage]:
+        return [s for bag in self.bags for s in bag.salvages()]
 
     def message_count(self, topics: Collection[str]) -> int:
         return sum(c.msgcount for bag in self.bags for c in bag.connections(topics))
