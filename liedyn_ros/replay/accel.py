@@ -67,7 +67,8 @@ def run_starts(stamps_ns: NDArray[np.int64], gap_factor: float) -> NDArray[np.in
 def differentiate(
     stamps_ns: NDArray[np.int64], values: NDArray[np.float64], settings: SavgolSettings
 ) -> NDArray[np.float64]:
-    """d(values)/dt at every stamp, run by run; NaN for a run of one sample.
+    """d(values)/dt at every stamp, run by run; NaN for a run of one sample, and for an uneven
+    run whose slopes overflow float64 (values near 1e308: the splines refuse them).
 
     stamps_ns: (N,) strictly increasing; values: (N, k). Returns (N, k).
     """
@@ -93,8 +94,12 @@ def _run_derivative(
     if np.max(np.abs(steps - step)) <= _EVEN_TOLERANCE * step:
         return _savgol(v, step, settings)
     grid = t[0] + step * np.arange(int(round((t[-1] - t[0]) / step)) + 1)
-    on_grid = CubicSpline(t, v, axis=0)(grid)
-    return CubicSpline(grid, _savgol(on_grid, step, settings), axis=0)(t)
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            on_grid = CubicSpline(t, v, axis=0)(grid)
+            return CubicSpline(grid, _savgol(on_grid, step, settings), axis=0)(t)
+    except ValueError:  # CubicSpline refuses slopes that overflow: values too large to differentiate
+        return np.full(v.shape, np.nan)
 
 
 def _savgol(v: NDArray[np.float64], step: float, settings: SavgolSettings) -> NDArray[np.float64]:

@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 # An effort command older than this (receive time) no longer describes the motion.
 EFFORT_MAX_AGE_NS = 500_000_000
+# Joint states after a stamp that may show it to be an outlier (a flipped bit, a clock glitch).
+LOOKAHEAD = 8
+# Above this speed (rad/s, m/s) v * v overflows float64: the sample has no finite dynamics.
+MAX_VELOCITY = 1e150
 
 
 @dataclass(frozen=True)
@@ -102,8 +106,9 @@ class SampleStream:
     arrays and the pipeline's `JointStateDecoder.decode_arrays` does all name matching and
     checking. Effort commands and odometry are applied in receive order, so each joint
     state sees the latest of them received before it. Skipped messages are counted in
-    `skipped` by reason (pipeline reasons, plus `non_increasing_stamp`,
-    `undecodable_message`, `bad_effort_command`).
+    `skipped` by reason (pipeline reasons, plus `stamp_outlier`, `non_increasing_stamp`,
+    `velocity_out_of_range`, `undecodable_message`, `bad_effort_command`). A chunk is decided once LOOKAHEAD more joint
+    states have arrived: they tell a stamp off in the future from a jump of the clock.
     """
 
     def __init__(self, bags: BagSet, model: Any, topics: Topics, config: pipeline.PipelineConfig) -> None:
@@ -136,9 +141,9 @@ class SampleStream:
             if raw.topic == self.topics.joint_states:
                 # Effort and odometry as they stand when this joint state was received.
                 joint_states.append(_Pending(raw, self._last_effort, self._odom, self._contact_now()))
-                if len(joint_states) == size:
-                    yield from self._emit(joint_states, progress)
-                    joint_states = []
+                if len(joint_states) == size + LOOKAHEAD:
+                    yield from self._emit(joint_states, size, progress)
+                    joint_states = joint_states[size:]
             elif raw.topic == self.topics.effort:
                 self._effort_command(raw)
             elif raw.topic == self.topics.odom:
@@ -146,29 +151,30 @@ class SampleStream:
             else:
                 self._contact_message(raw)
         if joint_states:
-            yield from self._emit(joint_states, progress)
+            yield from self._emit(joint_states, len(joint_states), progress)
 
-    def _emit(self, pending: list[_Pending], progress: Any) -> Iterator[SampleBlock]:
+    def _emit(self, pending: list[_Pending], decide: int, progress: Any) -> Iterator[SampleBlock]:
         if progress is not None:
-            progress.update(len(pending))
-        block = self._block(pending)
+            progress.update(decide)
+        block = self._block(pending, decide)
         if len(block):
             yield block
 
-    def _block(self, pending: Sequence[_Pending]) -> SampleBlock:
-        """Decodes and checks a chunk of joint states, in receive order."""
-        self.received += len(pending)
+    def _block(self, pending: Sequence[_Pending], decide: int) -> SampleBlock:
+        """Decodes and checks a chunk of joint states, in receive order; the rows after the
+        first `decide` are only looked at (they come again in the next chunk)."""
+        self.received += decide
         m, n = len(pending), self.model.n
         stamp = np.zeros(m, dtype=np.int64)
         q, qd, effort = np.zeros((m, n)), np.zeros((m, n)), np.full((m, n), np.nan)
         frame = [""] * m
         valid = np.zeros(m, dtype=bool)
-        for rows, arrays in self._decode(pending):
+        for rows, arrays in self._decode(pending, decide):
             decoded = self.decoder.decode_arrays(arrays)
             if isinstance(decoded, pipeline.SkipReason):
-                self._count(decoded.value, len(rows))
+                self._count(decoded.value, int((rows < decide).sum()))
                 continue
-            self._count(pipeline.SkipReason.NAN.value, int((~decoded.finite).sum()))
+            self._count(pipeline.SkipReason.NAN.value, int((~decoded.finite & (rows < decide)).sum()))
             stamp[rows], q[rows], qd[rows], valid[rows] = decoded.stamp_ns, decoded.q, decoded.qd, decoded.finite
             if decoded.effort is not None:
                 effort[rows] = decoded.effort
@@ -177,18 +183,10 @@ class SampleStream:
         receive = np.fromiter((p.raw.receive_ns for p in pending), dtype=np.int64, count=m)
         base = self._base_states(pending, stamp, valid)
         contact = self._contact_states(pending, stamp, valid & base.ok)
-        increasing = _increasing(stamp, valid & base.ok & contact.ok, self._last_stamp)
-        # Counted in the node's order of checks: decoding, stamp order, odometry, contacts.
-        self._count("non_increasing_stamp", int((valid & ~increasing).sum()))
-        for row, reason in (base.reasons | contact.reasons).items():
-            if increasing[row]:
-                self.skipped[reason.value] += 1
-        keep = np.flatnonzero(valid & increasing & base.ok & contact.ok)
-        if len(keep):
-            self._last_stamp = int(stamp[keep[-1]])
+        v = qd if base.twist is None else np.concatenate([base.twist, qd], axis=1)
+        keep = self._checked(stamp, v, valid, base, contact, decide)
         if self._effort_index is not None:
             effort = self._commanded_effort(pending, receive)
-        v = qd if base.twist is None else np.concatenate([base.twist, qd], axis=1)
         return SampleBlock(
             stamp[keep], receive[keep], q[keep], v[keep], effort[keep],
             None if base.pose is None else base.pose[keep], tuple(frame[i] for i in keep),
@@ -196,8 +194,31 @@ class SampleStream:
             None if contact.wrench is None else contact.wrench[keep],
         )
 
-    def _decode(self, pending: Sequence[_Pending]) -> Iterator[tuple[NDArray[np.intp], pipeline.JointStateArrays]]:
-        """(rows, arrays) groups of the chunk; rows nothing can decode are counted."""
+    def _checked(self, stamp: NDArray[np.int64], v: NDArray[np.float64], valid: NDArray[np.bool_],
+                 base: _BaseRows, contact: _ContactRows, decide: int) -> NDArray[np.intp]:
+        """The decided rows kept by the checks after decoding, the others counted by reason in
+        the node's order of checks: stamp (outlier, order), odometry, contacts, velocity range."""
+        paired = valid & base.ok & contact.ok
+        # A velocity this large has no finite dynamics (v * v overflows) nor derivative.
+        too_fast = paired & (np.abs(v) > MAX_VELOCITY).any(axis=1)
+        candidate = paired & ~too_fast
+        outlier = _stamp_outliers(stamp, candidate, self._last_stamp)
+        increasing = _increasing(stamp, candidate & ~outlier, self._last_stamp) & ~outlier
+        decided = np.arange(len(stamp)) < decide
+        self._count("stamp_outlier", int((outlier & decided).sum()))
+        self._count("non_increasing_stamp", int((valid & ~increasing & ~outlier & decided).sum()))
+        for row, reason in (base.reasons | contact.reasons).items():
+            if increasing[row] and row < decide:
+                self.skipped[reason.value] += 1
+        self._count("velocity_out_of_range", int((too_fast & increasing & decided).sum()))
+        keep = np.flatnonzero(candidate & increasing & decided)
+        if len(keep):
+            self._last_stamp = int(stamp[keep[-1]])
+        return keep
+
+    def _decode(self, pending: Sequence[_Pending], decide: int
+                ) -> Iterator[tuple[NDArray[np.intp], pipeline.JointStateArrays]]:
+        """(rows, arrays) groups of the chunk; decided rows nothing can decode are counted."""
         by_bag: dict[int, list[int]] = {}
         for i, p in enumerate(pending):
             by_bag.setdefault(id(p.raw.bag), []).append(i)
@@ -206,7 +227,7 @@ class SampleStream:
             bag = pending[rows[0]].raw.bag
             datas = [pending[i].raw.data for i in rows]
             groups, failed = self._reader(bag).read(datas)
-            self._count("undecodable_message", len(failed))
+            self._count("undecodable_message", int((index[failed] < decide).sum()))
             for group_rows, arrays in groups:
                 yield index[group_rows], arrays
 
@@ -354,6 +375,27 @@ class _ContactRows:
     reasons: dict[int, pipeline.SkipReason]
     active: NDArray[np.bool_] | None
     wrench: NDArray[np.float64] | None
+
+
+def _stamp_outliers(stamp: NDArray[np.int64], candidate: NDArray[np.bool_], last: int) -> NDArray[np.bool_]:
+    """Candidate rows to drop because their stamp lies ahead of more than one of the next
+    LOOKAHEAD candidates' that are above every earlier stamp: kept, such a stamp (a day ahead,
+    a flipped bit) would make those samples, and all later ones, look out of order; dropped,
+    it costs one sample. A clock that jumps back is no outlier (the samples after the jump
+    fall below the earlier ones), nor is a sample followed by one stamp off in the past.
+
+    Only the few rows whose stamp exceeds a later one are checked one by one.
+    """
+    low, high = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    later = np.lib.stride_tricks.sliding_window_view(
+        np.concatenate([np.where(candidate, stamp, high)[1:], np.full(LOOKAHEAD, high)]), LOOKAHEAD)
+    kept = np.where(candidate, stamp, low)
+    outlier = np.zeros(len(stamp), dtype=bool)
+    for row in np.flatnonzero(candidate & (stamp > later.min(axis=1))).tolist():
+        floor = int(kept[:row].max(initial=last))
+        if ((later[row] > floor) & (later[row] < stamp[row])).sum() > 1:
+            outlier[row], kept[row] = True, low
+    return outlier
 
 
 def _increasing(stamp: NDArray[np.int64], candidate: NDArray[np.bool_], last: int) -> NDArray[np.bool_]:
