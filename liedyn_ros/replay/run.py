@@ -120,6 +120,7 @@ class ReplayReport:
     files: list[str]
     identification: dict[str, Any] | None = None
     identifier: Identifier | None = None  # identify_role fit or validation: what this recording adds
+    salvage: list[dict[str, Any]] = field(default_factory=list)  # damaged bag files: what was read, what lost
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k not in ("table", "identifier")}
@@ -258,6 +259,7 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         problems = (bags.problems() + diagnose.stamp_warnings(stream.skipped, stream.received)
                     + diagnose.effort_warnings(summary, bags, topics, model, config.passive_joints))
         skipped_types = bags.undecodable()
+        salvage = bags.salvage()
     files = [str(p) for p in recorder.save(options.out, summary.collisions, external.threshold)] if options.plots else []
     identification = None
     if identifier is not None and options.identify_role == "split":
@@ -270,6 +272,7 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         summary=summary.as_dict(), table=summary.table(), problems=problems,
         skipped_types=skipped_types, elapsed_s=time.perf_counter() - started, files=files,
         identification=identification, identifier=None if identification is not None else identifier,
+        salvage=salvage,
     )
     summary.save(options.out / "summary.json", {k: v for k, v in report.as_dict().items() if k != "summary"})
     outdir.record(options.out)
