@@ -472,3 +472,28 @@ def test_no_joint_state_makes_the_pipeline_raise_or_publish_garbage(arm: Any, ms
         assert out is None or all_finite(out)
     assert counted(pipe) and SkipReason.INTERNAL_ERROR not in pipe.stats.skipped
     assert pipe.collision is None or math.isfinite(pipe.collision.peak)
+
+
+@st.composite
+def odometries(draw: Any) -> Any:
+    """nav_msgs/Odometry with any values in its pose and twist (NaN, inf, 1e308, a zero quaternion)."""
+    xyz = lambda: SimpleNamespace(x=draw(FLOATS), y=draw(FLOATS), z=draw(FLOATS))  # noqa: E731
+    quaternion = draw(st.one_of(st.just((0.0, 0.0, 0.0, 1.0)), st.tuples(FLOATS, FLOATS, FLOATS, FLOATS)))
+    pose = SimpleNamespace(position=xyz(), orientation=SimpleNamespace(**dict(zip("xyzw", quaternion))))
+    stamp = SimpleNamespace(sec=draw(st.integers(0, 2)), nanosec=0)
+    return SimpleNamespace(header=SimpleNamespace(stamp=stamp), child_frame_id="body", pose=SimpleNamespace(pose=pose),
+                           twist=SimpleNamespace(twist=SimpleNamespace(angular=xyz(), linear=xyz())))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(odoms=st.lists(odometries(), min_size=1, max_size=10), stamps=st.lists(st.integers(0, 2), min_size=10, max_size=10))
+def test_no_odometry_makes_the_pipeline_raise_or_publish_garbage(floating: Any, odoms: list[Any], stamps: list[int]
+                                                                 ) -> None:
+    pipe = DynamicsPipeline(floating, PipelineConfig(odom_max_age=10.0))
+    for odom, stamp in zip(odoms, stamps):
+        assert pipe.on_odometry(odom) in (None, SkipReason.BAD_ODOMETRY)
+        out = pipe.on_joint_state(joint_state(stamp * 10**9, [0.3], [0.1], [0.5], ["hip"]))
+        assert out is None or all_finite(out)
+    assert SkipReason.INTERNAL_ERROR not in pipe.stats.skipped  # every joint state published or skipped:
+    assert pipe.stats.received == pipe.stats.published + sum(
+        c for r, c in pipe.stats.skipped.items() if r is not SkipReason.BAD_ODOMETRY)
