@@ -36,7 +36,10 @@ setup(
             "mujoco>=3.0",
             "mypy>=1.8",
             "hypothesis>=6.80",  # property-based fuzzing of inputs (messages, URDFs, parameters, bags)
+            "dask[distributed]>=2024.1", "duckdb>=1.0", "pyarrow>=14",  # the "fleet" extra, tested
         ],
+        # liedyn-fleet (liedyn_ros.fleet): many bags on Dask, results in Parquet and DuckDB
+        "fleet": ["dask[distributed]>=2024.1", "duckdb>=1.0", "pyarrow>=14"],
         # scripts/survey_urdfs.py expands xacro files without a ROS install
         "survey": ["xacro>=2.0"],
     },
@@ -49,5 +52,6 @@ setup(
         "dynamics_node = liedyn_ros.dynamics_node:main",
         "liedyn-replay = liedyn_ros.replay.cli:main",
         "replay = liedyn_ros.replay.cli:main",
+        "liedyn-fleet = liedyn_ros.fleet.cli:main",
     ]},
 )

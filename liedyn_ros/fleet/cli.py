@@ -1,0 +1,129 @@
+"""`liedyn-fleet`: many robots' bags, each replayed alone by a Dask task, into one store
+(CONVENTIONS.md, "Fleet command"). A thin command line over `run_fleet`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from distributed import Client, LocalCluster, as_completed
+from tqdm import tqdm
+
+from liedyn_ros.replay import ReplayError, ReplayOptions
+from liedyn_ros.replay import cli as replay_cli
+
+from . import analysis, store
+from .discover import BagEntry, discover
+from .tasks import BagRows, BagTask, error_rows, make_task, run_bag
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """liedyn-replay's per-bag options, and the fleet's own."""
+    p = replay_cli.build_parser()
+    p.prog = "liedyn-fleet"
+    p.description = ("Replay many robots' bags, each on its own, on Dask; per-bag and per-joint results in "
+                     "DIR/parquet/ and DIR/fleet.duckdb, flags against the fleet; a re-run replays only new "
+                     "or changed bags.")
+    for action in p._actions:  # the replay's wording of two of its options does not hold here
+        if action.dest == "bags":
+            action.help = "bag, rosbag2 directory, directory tree of bags, or glob; each replayed alone"
+            action.metavar = "BAG_OR_DIR"
+        elif action.dest == "jobs":
+            action.help = argparse.SUPPRESS
+    p.add_argument("--manifest", type=Path, metavar="FILE",
+                   help="CSV with columns bag,robot and optional urdf,params,time (paths relative to it)")
+    p.add_argument("--robot-pattern", metavar="REGEX",
+                   help="the robot id is the first group of REGEX searched in the bag's path "
+                   "(default: the bag's parent directory name)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="an existing Dask scheduler, e.g. tcp://host:8786 (default: a local cluster)")
+    p.add_argument("--workers", type=int, default=2, metavar="N",
+                   help="worker processes of the local cluster (default %(default)s)")
+    return p
+
+
+@dataclass
+class FleetRun:
+    """What a fleet run did."""
+
+    bags: int
+    replayed: int
+    failed: int
+    flags: list[dict[str, object]]
+    elapsed_s: float
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.jobs is not None:
+            raise ReplayError("--jobs is liedyn-replay's; give --workers N")
+        if args.workers < 1:
+            raise ReplayError(f"--workers must be >= 1, got {args.workers}")
+        entries = discover(args.bags, args.manifest, args.robot_pattern)
+        options = replay_cli.options_from_args(args, args.out, progress=False)
+        run = run_fleet(entries, args.out, options, args.scheduler, args.workers, not args.no_progress)
+    except (ReplayError, OSError) as err:  # a message, never a traceback
+        print(f"liedyn-fleet: error: {err}", file=sys.stderr)
+        return 2
+    print(f"{run.bags} bags: {run.replayed} replayed ({run.failed} failed), {run.bags - run.replayed} unchanged, "
+          f"in {run.elapsed_s:.1f} s; store {args.out / 'fleet.duckdb'}")
+    for flag in run.flags:
+        print(f"flag {flag['kind']}: {flag['robot']} {flag['joint']} {flag['value']:.4g} "
+              f"(fleet median {flag['fleet_median']:.4g}, z {flag['z']:.1f})")
+    return 0
+
+
+def run_fleet(entries: Sequence[BagEntry], out: Path, options: ReplayOptions, scheduler: str | None = None,
+              workers: int = 2, progress: bool = True) -> FleetRun:
+    """Replays the bags new or changed since the last run into `out`, then the analysis and the store."""
+    started = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    stored = store.stored_keys(out)
+    tasks = [make_task(entry, out, options) for entry in entries]
+    todo = [t for t in tasks if stored.get(str(t.entry.path)) != t.key]
+    failed = 0
+    if todo:
+        with _client(scheduler, workers) as client:
+            for task, rows in _replayed(client, todo, progress):
+                store.write_bag(out, task.name, rows.bag, rows.joints)
+                failed += rows.bag["status"] == "error"
+    flags = analysis.residual_outliers(store.read_table(out, "bags").to_pylist(),
+                                       store.read_table(out, "joint_stats").to_pylist())
+    store.write_table(out, "flags", flags)
+    store.write_table(out, "identification", [])  # pooled identification per robot: not yet
+    store.build_duckdb(out)
+    return FleetRun(len(tasks), len(todo), failed, flags, time.perf_counter() - started)
+
+
+@contextmanager
+def _client(scheduler: str | None, workers: int) -> Iterator[Client]:
+    """A client of the cluster at `scheduler`, or of a local one of `workers` single-threaded
+    processes (one bag at a time per process: memory bounded by one replay's)."""
+    if scheduler is not None:
+        with Client(scheduler) as client:
+            yield client
+        return
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        yield client
+
+
+def _replayed(client: Client, tasks: Sequence[BagTask], progress: bool) -> Iterator[tuple[BagTask, BagRows]]:
+    """Each task's rows as it completes; a task whose worker died twice (retries=1) is an error row."""
+    futures = {client.submit(run_bag, task, key=f"bag-{task.name}-{task.key[:16]}", retries=1): task
+               for task in tasks}
+    if progress:
+        print(f"dashboard: {client.dashboard_link}", file=sys.stderr)
+    for future in tqdm(as_completed(futures), total=len(futures), unit="bag", disable=not progress):
+        task = futures[future]
+        try:
+            yield task, future.result()
+        except Exception as err:  # noqa: BLE001 -- KilledWorker and the like: that bag's row, the run goes on
+            yield task, error_rows(task, f"{type(err).__name__}: {err}")
