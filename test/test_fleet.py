@@ -5,7 +5,9 @@ replayed alone, a re-run, and the README's SQL run against the store."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,8 @@ from distributed import LocalCluster  # noqa: E402
 
 from liedyn_ros import core  # noqa: E402
 from liedyn_ros.fleet.cli import main  # noqa: E402
+from liedyn_ros.fleet.discover import discover  # noqa: E402
+from liedyn_ros.replay import ReplayError  # noqa: E402
 from liedyn_ros.replay.cli import main as replay_main  # noqa: E402
 from test_replay import scenario, ur5_urdf, write_bag  # noqa: E402
 
@@ -129,3 +133,45 @@ def test_a_rerun_replays_only_new_or_changed_bags(fleet, capsys):
     assert main([str(bags[("robot_a", 0)].parent), "--out", str(out), "--workers", "1", *OPTIONS]) == 0
     assert "2 bags: 0 replayed (0 failed), 2 unchanged" in capsys.readouterr().out
     assert query(out, "SELECT count(*) FROM bags") == [(7,)]  # the bags not given keep their rows
+
+
+def test_a_bag_is_replayed_again_when_its_content_changes_not_its_mtime(tmp_path, capsys):
+    model = core.load_urdf(str(ur5_urdf()))
+    bag = fleet_bag(tmp_path / "robot_a" / "day0", model, 0, 0.0, seed=1)
+    out = tmp_path / "out"
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
+        run = [str(tmp_path / "robot_a"), "--out", str(out), "--scheduler", cluster.scheduler_address, *OPTIONS]
+        assert main(run) == 0
+        for file in bag.iterdir():
+            os.utime(file, (0, 0))  # a copy or a touch: same bytes, another mtime
+        assert main(run) == 0
+        shutil.rmtree(bag)
+        fleet_bag(bag, model, 0, 0.0, seed=2)  # recorded again: other bytes
+        assert main(run) == 0
+    printed = capsys.readouterr().out
+    assert [line.split(",")[0] for line in printed.splitlines() if " bags: " in line] == [
+        "1 bags: 1 replayed (0 failed)", "1 bags: 0 replayed (0 failed)", "1 bags: 1 replayed (0 failed)"]
+    assert query(out, "SELECT count(*) FROM bags") == [(1,)]
+
+
+def test_the_robot_comes_from_the_manifest_the_pattern_or_the_directory(tmp_path):
+    for robot in ("r1", "r2"):
+        (tmp_path / "site" / robot).mkdir(parents=True)
+        (tmp_path / "site" / robot / f"{robot}_log.mcap").write_bytes(b"")
+    (tmp_path / "site" / "r1" / "notes.txt").write_text("not a bag")
+    bags = [tmp_path / "site"]
+    assert [(e.path.name, e.robot) for e in discover(bags)] == [("r1_log.mcap", "r1"), ("r2_log.mcap", "r2")]
+    assert [e.robot for e in discover(bags, robot_pattern=r"/(r\d)_log")] == ["r1", "r2"]
+    assert [e.path.name for e in discover([tmp_path / "site" / "*" / "r2_*.mcap"])] == ["r2_log.mcap"]
+    manifest = tmp_path / "site" / "fleet.csv"
+    manifest.write_text("bag,robot,urdf,time\nr1/r1_log.mcap,arm-7,arm.urdf,2026-11-01\nr2/r2_log.mcap,arm-8,,\n")
+    entries = discover(bags, manifest=manifest)
+    assert [(e.robot, e.urdf, e.time) for e in entries] == [
+        ("arm-7", tmp_path / "site" / "arm.urdf", "2026-11-01"), ("arm-8", None, None)]
+    with pytest.raises(ReplayError, match="has no group"):
+        discover(bags, robot_pattern="r1")
+    with pytest.raises(ReplayError, match="does not match"):
+        discover(bags, robot_pattern=r"(r1)_log")
+    manifest.write_text("bag,robot\nr1/r1_log.mcap,arm-7\n")
+    with pytest.raises(ReplayError, match="r2_log.mcap: not in --manifest"):
+        discover(bags, manifest=manifest)
