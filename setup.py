@@ -49,7 +49,8 @@ setup(
     description="Lie-group rigid-body dynamics for ROS 2 robots",
     license="Apache-2.0",
     entry_points={"console_scripts": [
-        "dynamics_node = liedyn_ros.dynamics_node:main",
+        "dynamics_node = liedyn_ros.node_main:main",
+        "dynamics_lifecycle_node = liedyn_ros.node_main:main_lifecycle",
         "liedyn-replay = liedyn_ros.replay.cli:main",
         "replay = liedyn_ros.replay.cli:main",
         "liedyn-fleet = liedyn_ros.fleet.cli:main",

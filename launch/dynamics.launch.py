@@ -2,17 +2,19 @@
 
     ros2 launch liedyn_ros dynamics.launch.py urdf_file:=/path/robot.urdf.xacro
     ros2 launch liedyn_ros dynamics.launch.py            # next to a running robot_state_publisher
+    ros2 launch liedyn_ros dynamics.launch.py lifecycle:=true   # a managed node, unconfigured
 
 Arguments: urdf_file (URDF or xacro; empty: take the robot_description topic),
 start_robot_state_publisher, params_file, namespace, use_sim_time, joint_states_topic,
-odom_topic, reference_topic.
+odom_topic, reference_topic, lifecycle (true: the managed node dynamics_lifecycle_node, left
+unconfigured for a lifecycle manager or ``ros2 lifecycle set``).
 """
 from __future__ import annotations
 
 from launch import LaunchContext, LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import Command, LaunchConfiguration, PathJoinSubstitution
-from launch_ros.actions import Node
+from launch_ros.actions import LifecycleNode, Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
@@ -25,6 +27,7 @@ ARGUMENTS = {
     "joint_states_topic": ("joint_states", "sensor_msgs/JointState input"),
     "odom_topic": ("odom", "nav_msgs/Odometry input (floating base)"),
     "reference_topic": ("reference", "trajectory_msgs/JointTrajectory (acceleration_source=reference)"),
+    "lifecycle": ("false", "true: the node as a managed (lifecycle) node, unconfigured until configured"),
 }
 
 
@@ -44,9 +47,10 @@ def _nodes(context: LaunchContext) -> list[Node]:
                 parameters=[{"robot_description": description, "use_sim_time": sim_time}],
                 remappings=[("joint_states", value["joint_states_topic"])],
             ))
-    nodes.append(Node(
-        package="liedyn_ros", executable="dynamics_node", name="liedyn_dynamics",
-        namespace=value["namespace"], output="screen", parameters=parameters,
+    managed = value["lifecycle"].lower() == "true"
+    nodes.append((LifecycleNode if managed else Node)(
+        package="liedyn_ros", executable="dynamics_lifecycle_node" if managed else "dynamics_node",
+        name="liedyn_dynamics", namespace=value["namespace"], output="screen", parameters=parameters,
         remappings=[
             ("joint_states", value["joint_states_topic"]),
             ("odom", value["odom_topic"]),

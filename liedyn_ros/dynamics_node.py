@@ -1,7 +1,8 @@
 """ROS 2 node: joint states (+ odometry) in, feedforward / gravity torques and predicted
 accelerations out. It only wires ROS to :mod:`liedyn_ros.pipeline`, which does all the work.
 
-Console script ``dynamics_node``; parameters in config/dynamics.yaml; topics in CONVENTIONS.md.
+Console scripts ``dynamics_node`` and ``dynamics_lifecycle_node`` (liedyn_ros.node_main, which
+also handles Ctrl-C and SIGTERM); parameters in config/dynamics.yaml; topics in CONVENTIONS.md.
 """
 from __future__ import annotations
 
@@ -12,13 +13,11 @@ import warnings
 from typing import Any, Callable
 
 import numpy as np
-import rclpy
 from builtin_interfaces import msg as builtin_msgs
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs import msg as geometry_msgs
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.publisher import Publisher
@@ -67,9 +66,14 @@ def describe(exc: Exception) -> str:
 
 
 class DynamicsNode(Node):
-    """Subscriptions, publishers and parameters around a :class:`DynamicsPipeline`."""
+    """Subscriptions, publishers and parameters around a :class:`DynamicsPipeline`.
 
-    def __init__(self) -> None:
+    ``managed``: the part of the lifecycle node (liedyn_ros.lifecycle_node), which declares the
+    parameters here and calls _configure, _release and sets ``_active`` in its transitions; the
+    plain node configures at once and is active.
+    """
+
+    def __init__(self, *, managed: bool = False) -> None:
         super().__init__("liedyn_dynamics")
         for name, (default, text) in PARAMETERS.items():
             self.declare_parameter(name, default, ParameterDescriptor(description=text))
@@ -85,14 +89,41 @@ class DynamicsNode(Node):
         self._urdf_model: Any = None  # the model before payload and corrections
         self._swap: Dynamics | None = None  # accepted payload/friction change, swapped in next sample
         self._diagnostics_reporter = DiagnosticsReporter()
-        self._outputs = self._create_publishers()
+        self._outputs: dict[str, Publisher] = {}
         self._contact_subscriptions: list[Any] = []
         self._odom_subscription: Any = None  # only a floating-base model listens to odometry
         self._warned_flaws: set[str] = set()
         self._errors = NodeErrors()  # caught outside the samples, for /diagnostics
+        self._active = not managed  # computing and publishing outputs (a managed node: when active)
+        self._unconfigured: set[Any] | None = None  # the node's entities before _configure
+        if not managed:
+            self._configure()
+
+    def _configure(self) -> None:
+        """Publishers, subscriptions, the diagnostics timer, and the model with its kernel warm-up."""
+        self._unconfigured = {*self.publishers, *self.subscriptions, *self.timers}
+        self._rebuild, self._swap = False, None  # the build below reads every parameter as set now
+        self._outputs = self._create_publishers()
         self._create_subscriptions()
         self.create_timer(self._diagnostics_period(), self._guard(self._publish_diagnostics, "diagnostics"))
         self._guard(self._load_model_from_parameter, "startup")()
+
+    def _release(self) -> None:
+        """Undo _configure: the kernel build stopped, the model dropped, and every publisher,
+        subscription and timer made since (also by model rebuilds) destroyed; parameters stay."""
+        self.close()
+        before, self._unconfigured = self._unconfigured, None
+        if before is None:
+            return
+        for publisher in [p for p in self.publishers if p not in before]:
+            self.destroy_publisher(publisher)
+        for subscription in [s for s in self.subscriptions if s not in before]:
+            self.destroy_subscription(subscription)
+        for timer in [t for t in self.timers if t not in before]:
+            self.destroy_timer(timer)
+        self._pipeline = self._factory = self._urdf_model = self._swap = None
+        self._description, self._model_status, self._rebuild = "", "waiting for robot_description", False
+        self._outputs, self._contact_subscriptions, self._odom_subscription = {}, [], None
 
     def _diagnostics_period(self) -> float:
         """diagnostics_period, or its default when it is not > 0 and finite (0 would spin the timer,
@@ -260,7 +291,9 @@ class DynamicsNode(Node):
         if pipeline.loops is None:
             # The first samples run on the reference implementation while numba compiles.
             pipeline.start_warmup()
-            ready = "compiled kernels building in the background" if pipeline.warming_up else "compiled kernels loaded"
+            ready = ("compiled kernels building in the background" if pipeline.warming_up
+                     else f"compiled kernels unavailable: {pipeline.kernel_failure}" if pipeline.kernel_failure
+                     else "compiled kernels loaded")
         else:
             logger.info("preparing the compiled dynamics (a minute on the first run after an install)")
             ready = f"compiled kernels ready in {pipeline.prepare_kernels():.1f} s"
@@ -308,6 +341,8 @@ class DynamicsNode(Node):
     # -- callbacks --------------------------------------------------------------------------
 
     def _on_joint_state(self, msg: sensor_msgs.JointState) -> None:
+        if not self._active:
+            return
         if self._rebuild:
             self._apply_parameter_change()
         if self._swap is not None and self._pipeline is not None:
@@ -353,8 +388,9 @@ class DynamicsNode(Node):
         if self._pipeline is None and not self._description:
             self.get_logger().info(self._waiting_text(), throttle_duration_sec=10.0)
         report = self._diagnostics_reporter.report(self._pipeline, self._model_status, self._errors)
+        message = report.message if self._active else f"inactive (no outputs): {report.message}"
         status = DiagnosticStatus(name=f"{self.get_name()}: dynamics", hardware_id="liedyn_ros",
-                                  level=bytes([report.level]), message=report.message,
+                                  level=bytes([report.level]), message=message,
                                   values=[KeyValue(key=key, value=value) for key, value in report.values])
         array = DiagnosticArray(status=[status])
         array.header.stamp = self.get_clock().now().to_msg()
@@ -362,16 +398,10 @@ class DynamicsNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    node = DynamicsNode()
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass  # Ctrl-C or the launch system stopping us: a normal exit
-    finally:
-        node.close()
-        node.destroy_node()
-        rclpy.try_shutdown()
+    """The plain node until a stop (liedyn_ros.node_main: Ctrl-C and SIGTERM end it quietly)."""
+    from liedyn_ros.node_main import main as node_main
+
+    node_main(args)
 
 
 if __name__ == "__main__":
