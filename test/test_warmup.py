@@ -35,6 +35,7 @@ ARM_NAMES = NODE_KERNELS + ("observer_one",)
 def _as_if_uncached(monkeypatch: pytest.MonkeyPatch, calls: int = 1) -> None:
     """The first ``calls`` cache look-ups find nothing (an empty cache), later ones ask numba."""
     real, seen = warmup_module.load_cached, [0]
+    monkeypatch.setattr(warmup_module, "_may_be_cached", lambda names: True)
 
     def load_cached(names: tuple[str, ...]) -> tuple[str, ...]:
         seen[0] += 1
@@ -84,6 +85,7 @@ _EMPTY_CACHE_SCRIPT = textwrap.dedent("""
     import json, os, sys, time
     import numpy as np
     from liedyn_ros import core
+    from liedyn_ros.core.fast import warmup
     from liedyn_ros.core.fast.entry import _signature
     from liedyn_ros.pipeline import DynamicsPipeline, PipelineConfig
     from liedyn_ros.pipeline.diagnostics import DiagnosticsReporter
@@ -104,7 +106,7 @@ _EMPTY_CACHE_SCRIPT = textwrap.dedent("""
     time.sleep(1.0)
     report = reporter.report(pipe, "arm")
     names = ("rnea_one", "gravity_one", "hybrid_one", "observer_one")
-    result = dict(start_s=start_s, max_sample_s=max(times), warming_up=pipe.warming_up,
+    result = dict(start_s=start_s, may_be_cached=warmup._may_be_cached(names), max_sample_s=max(times), warming_up=pipe.warming_up,
                   reference_samples=pipe.stats.reference_samples, level=int(report.level), message=report.message,
                   compiled_here=[n for n in names if _signature(n)[0].overloads],
                   child=pipe._warmup._child.pid)
@@ -144,6 +146,7 @@ def test_an_empty_cache_never_compiles_on_the_calling_thread(tmp_path: Path) -> 
     assert result["max_sample_s"] < 1.0, result
     assert result["warming_up"] and result["reference_samples"] >= 27, result  # the estimator needs 3
     assert result["compiled_here"] == [], result
+    assert not result["may_be_cached"], result  # no index file: not even numba's compiler started
     assert result["level"] == Level.OK, result
     assert result["message"].startswith("warming up: compiled kernels building, reference path serving "), result
     assert result["message"].endswith(" samples/s"), result

@@ -72,6 +72,18 @@ def load_cached(names: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(missing)
 
 
+def _may_be_cached(names: tuple[str, ...]) -> bool:
+    """False when numba's cache has no index file for any of the kernels: nothing to load, so the
+    start of numba's compiler that any load costs (half a second) is left to later. True when it
+    may hold some of them (or numba's internals are not the ones read here)."""
+    from .entry import _signature
+
+    try:
+        return any(os.path.exists(_signature(name)[0]._cache._cache_file._index_path) for name in names)
+    except AttributeError:
+        return True
+
+
 def _compile(names: tuple[str, ...]) -> None:
     """Compile (or load from numba's cache) the named single-sample kernels in this process."""
     from .entry import single
@@ -104,7 +116,7 @@ class KernelWarmup:
         self.failure: str | None = None
         self._child: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
-        self._missing = load_cached(self.names)
+        self._missing = load_cached(self.names) if _may_be_cached(self.names) else self.names
         if self._missing:
             self._start_child()
 
