@@ -8,8 +8,20 @@ residual summary (summary.json) and PNG plots. `liedyn-replay` is its command li
 
 from __future__ import annotations
 
-from .accel import SavgolSettings, differentiate
+import importlib
+from typing import Any
+
 from .errors import ReplayError
-from .run import ReplayOptions, ReplayReport, replay
+
+# Where each name lives; imported on first use (PEP 562), so that `liedyn-replay --help`, which
+# imports this package, does not wait for numpy, scipy and numba.
+_LAZY = {"SavgolSettings": "accel", "differentiate": "accel",
+         "ReplayOptions": "run", "ReplayReport": "run", "replay": "run"}
 
 __all__ = ["ReplayError", "ReplayOptions", "ReplayReport", "SavgolSettings", "differentiate", "replay"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)

@@ -8,21 +8,24 @@ import multiprocessing
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from liedyn_ros.pipeline.parameters import PARAMETERS
-
-from .accel import SavgolSettings
 from .errors import ReplayError
-from .identify import MIN_SPEED, format_report, pool, validation_bags
-from .run import ReplayOptions, ReplayReport, replay
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from .run import ReplayOptions, ReplayReport
 
+# The replay's modules (numpy, scipy, numba) are imported once the arguments are parsed, so that
+# --help and argument errors answer at once. Their defaults are therefore repeated here;
+# test_cli_startup checks them against SavgolSettings, identify.MIN_SPEED and PARAMETERS.
+SG_WINDOW, SG_ORDER, MIN_SPEED = 15, 3, 0.05
 # Options that set the node parameter of their name (--observer-gain: observer_gain), over --params'.
-PARAMETER_OPTIONS = ("observer_gain", "collision_threshold", "collision_release", "observer_max_gap")
+PARAMETER_DEFAULTS: dict[str, Any] = {
+    "observer_gain": 50.0, "collision_threshold": [10.0], "collision_release": 0.5, "observer_max_gap": 0.1,
+}
+PARAMETER_OPTIONS = tuple(PARAMETER_DEFAULTS)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,9 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="contact_source topic: the std_msgs array of contact flags (default %(default)s)")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="replay each BAG on its own, N in parallel, into DIR/<bag name>/")
-    p.add_argument("--sg-window", type=int, default=SavgolSettings.window, metavar="W",
+    p.add_argument("--sg-window", type=int, default=SG_WINDOW, metavar="W",
                    help="Savitzky-Golay window in samples (odd, default %(default)s)")
-    p.add_argument("--sg-order", type=int, default=SavgolSettings.polyorder, metavar="P",
+    p.add_argument("--sg-order", type=int, default=SG_ORDER, metavar="P",
                    help="Savitzky-Golay polynomial order (default %(default)s)")
     p.add_argument("--identify", action="append", nargs="+", default=[], metavar="WHAT",
                    help="fit 'friction', 'payload LINK' or 'inertia' (repeatable) on the first 70%% of the "
@@ -68,17 +71,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "(at rest it holds any static friction; default %(default)s)")
     p.add_argument("--observer-gain", type=float, metavar="K",
                    help="momentum observer gain [1/s]: the estimate follows the external torque with "
-                   f"time constant 1/K (default: --params' observer_gain, else {PARAMETERS['observer_gain'][0]})")
+                   f"time constant 1/K (default: --params' observer_gain, else {PARAMETER_DEFAULTS['observer_gain']})")
     p.add_argument("--collision-threshold", type=float, nargs="+", metavar="T",
                    help="external torque [N m] that starts a collision event: one for all joints or one per "
                    "joint in model order (default: --params' collision_threshold, "
-                   f"else {PARAMETERS['collision_threshold'][0]})")
+                   f"else {PARAMETER_DEFAULTS['collision_threshold']})")
     p.add_argument("--collision-release", type=float, metavar="F",
                    help="an event ends when every joint is below F times its threshold "
-                   f"(default: --params' collision_release, else {PARAMETERS['collision_release'][0]})")
+                   f"(default: --params' collision_release, else {PARAMETER_DEFAULTS['collision_release']})")
     p.add_argument("--observer-max-gap", type=float, metavar="S",
                    help="the observer starts over after a gap of more than S seconds "
-                   f"(default: --params' observer_max_gap, else {PARAMETERS['observer_max_gap'][0]})")
+                   f"(default: --params' observer_max_gap, else {PARAMETER_DEFAULTS['observer_max_gap']})")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
@@ -86,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def options_from_args(args: argparse.Namespace, out: Path, progress: bool, identify_role: str = "split"
                       ) -> ReplayOptions:
+    from .accel import SavgolSettings
+    from .run import ReplayOptions
+
     try:
         savgol = SavgolSettings(window=args.sg_window, polyorder=args.sg_order)
     except ValueError as err:
@@ -115,6 +121,8 @@ def print_report(report: ReplayReport, stream: TextIO | None = None) -> None:
     lines.append("published: " + ", ".join(f"/liedyn/{k}={v}" for k, v in report.published.items()))
     lines += ["", report.table, ""]
     if report.identification is not None:
+        from .identify import format_report
+
         lines += [format_report(report.identification), ""]
     # Last, where the eye lands: what makes the table above mean less than it seems.
     lines += [f"WARNING: {problem}" for problem in report.problems]
@@ -122,6 +130,8 @@ def print_report(report: ReplayReport, stream: TextIO | None = None) -> None:
 
 
 def _replay_one(bag: Path, options: ReplayOptions) -> ReplayReport:
+    from .run import replay
+
     return replay([bag], options)
 
 
@@ -138,6 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.jobs is None:
+            from .run import replay
+
             print_report(replay(args.bags, options_from_args(args, args.out, not args.no_progress)))
             return 0
         if args.jobs < 1:
@@ -151,6 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run_parallel(args: argparse.Namespace) -> int:
     """Each BAG on its own into DIR/<bag name>/; with --identify, one fit of all of them (the last
     bags validate), written to DIR."""
+    from .identify import validation_bags
+
     outs = _separate_outputs(args.bags, args.out)
     roles = (["validation" if v else "fit" for v in validation_bags(len(args.bags))] if args.identify
              else ["split"] * len(args.bags))
@@ -177,6 +191,8 @@ def _run_parallel(args: argparse.Namespace) -> int:
 
 def _pool(args: argparse.Namespace, reports: Sequence[ReplayReport]) -> int:
     """The fit of all the bags' normal equations, into DIR (identified.yaml, summary.json)."""
+    from .identify import format_report, pool
+
     parts = [r.identifier for r in reports if r.identifier is not None]
     section = pool(parts, [str(b) for b in args.bags], args.out, plots=not args.no_plots)
     (args.out / "summary.json").write_text(json.dumps({"bags": [str(b) for b in args.bags],
