@@ -356,16 +356,19 @@ def _stream(stream: SampleStream, options: ReplayOptions, dynamics: BlockDynamic
                 identifier.add(block, accel)
 
     try:
-        for block in stream.blocks(options.chunk_size, progress):
+        for block in stream.blocks(options.chunk_size):
             if summary.first_stamp_ns is None:
                 summary.first_stamp_ns = int(block.stamp_ns[0])
                 recorder.t0 = summary.first_stamp_ns * 1e-9
             for done, accel in differentiator.feed(block):
                 process(done, accel)
+            if progress is not None:  # once the block is done, not when it is read
+                progress.update(stream.received - progress.n)
         for done, accel in differentiator.finish():
             process(done, accel)
     finally:
         if progress is not None:
+            progress.update(stream.received - progress.n)  # a last chunk that was all skipped
             progress.close()
     return dropped
 
@@ -513,6 +516,7 @@ def _progress_bar(stream: SampleStream, options: ReplayOptions) -> Any:
         return None
     from tqdm import tqdm
 
-    # The stream reports progress in joint states, a chunk at a time.
+    # Progress in joint states, one update per chunk: each is shown (no mininterval), and the
+    # bar stays at the end, so even a one-chunk bag shows its count and rate, not just "0%".
     total = stream.bags.message_count([stream.topics.joint_states])
-    return tqdm(total=total or None, unit="sample", desc="replay", mininterval=0.5, leave=False)
+    return tqdm(total=total or None, unit="sample", desc="replay", mininterval=0, leave=True)

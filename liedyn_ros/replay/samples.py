@@ -134,7 +134,7 @@ class SampleStream:
         names += [t for t in (self.topics.effort, self.topics.odom, self.topics.contact_state) if t]
         return names + list(self.topics.contact_wrenches)
 
-    def blocks(self, size: int, progress: Any = None) -> Iterator[SampleBlock]:
+    def blocks(self, size: int) -> Iterator[SampleBlock]:
         """Blocks of at most `size` samples (fewer when messages were skipped)."""
         joint_states: list[_Pending] = []
         for raw in self.bags.messages(self.topic_names()):
@@ -142,7 +142,7 @@ class SampleStream:
                 # Effort and odometry as they stand when this joint state was received.
                 joint_states.append(_Pending(raw, self._last_effort, self._odom, self._contact_now()))
                 if len(joint_states) == size + LOOKAHEAD:
-                    yield from self._emit(joint_states, size, progress)
+                    yield from self._emit(joint_states, size)
                     joint_states = joint_states[size:]
             elif raw.topic == self.topics.effort:
                 self._effort_command(raw)
@@ -151,11 +151,9 @@ class SampleStream:
             else:
                 self._contact_message(raw)
         if joint_states:
-            yield from self._emit(joint_states, len(joint_states), progress)
+            yield from self._emit(joint_states, len(joint_states))
 
-    def _emit(self, pending: list[_Pending], decide: int, progress: Any) -> Iterator[SampleBlock]:
-        if progress is not None:
-            progress.update(decide)
+    def _emit(self, pending: list[_Pending], decide: int) -> Iterator[SampleBlock]:
         block = self._block(pending, decide)
         if len(block):
             yield block
