@@ -83,7 +83,8 @@ def wrist() -> str:
 def forearm() -> str:
     """The massless forearm as the root (loaded as floating): its pitch joint repeats its own rotation."""
     return robot("forearm", f'<link name="forearm">{inertial(0.0)}</link>',
-                 f'<link name="wrist">{inertial(0.0)}</link>', joint("wrist_pitch", "revolute", "forearm", "wrist", "0 1 0", "0 0 0.3"),
+                 f'<link name="wrist">{inertial(0.0)}</link>',
+                 joint("wrist_pitch", "revolute", "forearm", "wrist", "0 1 0", "0 0 0.3"),
                  HAND, joint("wrist_roll", "revolute", "wrist", "hand", "0 0 1"))
 
 
@@ -126,33 +127,31 @@ def paths(model: core.Model) -> dict[str, Callable]:
     partial = free.copy()
     partial[0] = model.floating_base  # a prescribed base rotation about x: the dense path (M_ff)
     contact = [core.Contact(model.body_names[-1])]
-
-    def kw(T):
-        return {"base_pose": T}
-
     out = {
-        "aba": lambda q, v, tau, T: core.aba(model, q, v, tau, **kw(T)),
+        "aba": lambda q, v, tau, T: core.aba(model, q, v, tau, base_pose=T),
         "aba batch": lambda q, v, tau, T: core.aba(model, q[None], v[None], tau[None],
                                                    base_pose=None if T is None else T[None]),
-        "aba reference": lambda q, v, tau, T: reference.aba(model, q, v, tau, **kw(T)),
-        "hybrid": lambda q, v, tau, T: core.hybrid(model, q, v, tau, free, **kw(T)),
-        "hybrid reference": lambda q, v, tau, T: reference.hybrid(model, q, v, tau, free, **kw(T)),
-        "aba_derivatives": lambda q, v, tau, T: core.aba_derivatives(model, q, v, tau, **kw(T)),
+        "aba reference": lambda q, v, tau, T: reference.aba(model, q, v, tau, base_pose=T),
+        "hybrid": lambda q, v, tau, T: core.hybrid(model, q, v, tau, free, base_pose=T),
+        "hybrid reference": lambda q, v, tau, T: reference.hybrid(model, q, v, tau, free, base_pose=T),
+        "aba_derivatives": lambda q, v, tau, T: core.aba_derivatives(model, q, v, tau, base_pose=T),
         "aba_derivatives batch": lambda q, v, tau, T: core.aba_derivatives(
             model, q[None], v[None], tau[None], base_pose=None if T is None else T[None]),
-        "aba_derivatives reference": lambda q, v, tau, T: core.aba_derivatives(model, q, v, tau, fast=False, **kw(T)),
-        "hybrid_derivatives": lambda q, v, tau, T: core.hybrid_derivatives(model, q, v, tau, free, **kw(T)),
-        "aba_time_derivatives": lambda q, v, tau, T: core.aba_time_derivatives(model, q, v, [tau, tau], **kw(T)),
+        "aba_derivatives reference": lambda q, v, tau, T: core.aba_derivatives(
+            model, q, v, tau, fast=False, base_pose=T),
+        "hybrid_derivatives": lambda q, v, tau, T: core.hybrid_derivatives(model, q, v, tau, free, base_pose=T),
+        "aba_time_derivatives": lambda q, v, tau, T: core.aba_time_derivatives(
+            model, q, v, [tau, tau], base_pose=T),
         "aba_time_derivatives reference": lambda q, v, tau, T: core.aba_time_derivatives(
-            model, q, v, [tau, tau], fast=False, **kw(T)),
-        "constrained_aba": lambda q, v, tau, T: core.constrained_aba(model, q, 0 * v, tau, contact, **kw(T)),
+            model, q, v, [tau, tau], fast=False, base_pose=T),
+        "constrained_aba": lambda q, v, tau, T: core.constrained_aba(model, q, 0 * v, tau, contact, base_pose=T),
         "constrained_aba reference": lambda q, v, tau, T: core.constrained_aba(
-            model, q, 0 * v, tau, contact, fast=False, **kw(T)),
+            model, q, 0 * v, tau, contact, fast=False, base_pose=T),
     }
     if model.floating_base:
-        out["hybrid, base partly given"] = lambda q, v, tau, T: core.hybrid(model, q, v, tau, partial, **kw(T))
+        out["hybrid, base partly given"] = lambda q, v, tau, T: core.hybrid(model, q, v, tau, partial, base_pose=T)
         out["hybrid reference, base partly given"] = lambda q, v, tau, T: reference.hybrid(
-            model, q, v, tau, partial, **kw(T))
+            model, q, v, tau, partial, base_pose=T)
     return out
 
 
