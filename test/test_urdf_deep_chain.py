@@ -51,7 +51,8 @@ def test_deep_chain_loads_quickly_in_urdf_order(chain) -> None:
     _, model, seconds = chain
     assert model.n == N and model.joint_names == tuple(f"j{i}" for i in range(1, N + 1))
     assert np.array_equal(model.parent, np.arange(N) - 1)
-    assert seconds < 5.0, f"loading {N} links took {seconds:.2f} s"
+    # About 2 s on the shared 2-core machine (Pinocchio's parser: 3.7 s); a quadratic walk would take minutes.
+    assert seconds < 15.0, f"loading {N} links took {seconds:.2f} s"
 
 
 def test_deep_chain_gravity_matches_the_formula(chain) -> None:
