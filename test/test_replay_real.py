@@ -47,7 +47,7 @@ def test_real_bag_end_to_end(result):
 def test_real_bag_observer_sees_the_velocity_limit(result):
     """Gazebo holds joint_a1 at its URDF velocity limit (1.4834 rad/s) for about 0.3 s while the
     commands push it faster: the limit acts on the arm like an external torque against the motion,
-    and the observer reports it as the one collision on joint_a1."""
+    and the observer reports it as the one event on joint_a1, labelled a limit."""
     report, _ = result
     (event,) = [e for e in report.summary["collisions"] if e["joint"] == "joint_a1"]
     ts = get_typestore(Stores.ROS2_HUMBLE)
@@ -60,6 +60,7 @@ def test_real_bag_observer_sees_the_velocity_limit(result):
     print(f"\njoint_a1 event {event}, |v| up to {np.abs(during).max():.4f} rad/s")
     assert np.abs(during).max() == pytest.approx(1.4834, abs=1e-3)
     assert np.sign(event["peak"]) == -np.sign(during[np.argmax(np.abs(during))])
+    assert event["kind"] == "limit"  # issue 23: the simulator's limit, not a collision
 
 
 def test_real_bag_feedforward_against_pinocchio(result):
@@ -103,3 +104,14 @@ def test_real_bag_zero_efforts_point_to_the_commands(result, tmp_path):
         "RNEA torque; Float64MultiArray topics in the bags: /effort_controller/commands (7 entries); try "
         "--effort-topic /effort_controller/commands"]
     assert result[0].problems == []  # with the commands: nothing to warn about
+
+
+def test_real_bag_made_without_gravity_gives_the_gravity_hint(result, tmp_path):
+    """The README: the world had gravity switched off. Replayed with the URDF's gravity, the
+    residual is minus the gravity torque and the replay says so (issue 23); replayed with
+    --gravity 0 0 0 (the fixture), it does not."""
+    report = replay([BAG], ReplayOptions(out=tmp_path / "o", effort_topic="/effort_controller/commands",
+                                         progress=False, plots=False))
+    assert [h["code"] for h in report.summary["hints"]] == ["gravity_off"]
+    assert "--gravity 0 0 0" in report.summary["hints"][0]["message"]
+    assert "gravity_off" not in [h["code"] for h in result[0].summary["hints"]]

@@ -4,6 +4,14 @@ The observer integrates the measured torque, so it runs on the samples that have
 without a measured effort breaks the integral and the observer starts over at the next one
 (as after a gap longer than `max_gap`). Its joint part is the /liedyn/external_torque output;
 the events come from `core.collision_events` on that joint part, carried across blocks.
+
+Each event gets a kind (summary.json "kind"): `limit` when some joint sits at its URDF position
+limit (within LIMIT_POSITION_MARGIN) or velocity limit (|v| within LIMIT_VELOCITY_SHARE of it)
+on LIMIT_MIN_SAMPLES samples of the event's start (its first COMMAND_STEP_TIME_CONSTANTS / gain:
+what made the estimate cross the threshold): a simulator's limit torque acts like an external one;
+`command_step` when it starts within that time of the first effort after
+samples without one (the observer starts over there, and a command offset shows as a step);
+`collision` otherwise.
 """
 
 from __future__ import annotations
@@ -16,6 +24,12 @@ import numpy as np
 from liedyn_ros import core
 
 from .errors import ReplayError
+
+LIMIT_POSITION_MARGIN = 0.01  # rad or m inside the limit (a simulator's stop also lets it through a little)
+# |v| held within 1% of the velocity limit: a simulator clamping it, not a motion passing through it
+LIMIT_VELOCITY_SHARE = 0.01
+LIMIT_MIN_SAMPLES = 3
+COMMAND_STEP_TIME_CONSTANTS = 5.0  # the observer's estimate has settled after 5 / gain
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -59,6 +73,8 @@ class ExternalTorque:
         self.observer = core.MomentumObserver(model, settings.gain, max_gap=settings.max_gap, friction=friction)
         self.events: list[core.Collision] = []
         self.ongoing: core.Collision | None = None
+        self.at_limit: dict[int, int] = {}  # event start_ns: samples of the event with a joint at a limit
+        self.command_starts: list[int] = []  # stamps of the first effort after samples without one
         self._continuing = False  # the last sample seen had an effort: the next block goes on from it
 
     def add(self, block: SampleBlock) -> NDArray[np.float64]:
@@ -71,6 +87,7 @@ class ExternalTorque:
         for a, b in zip(edges[::2], edges[1::2]):
             if a > 0 or not self._continuing:
                 self.observer.reset()
+                self.command_starts.append(int(block.stamp_ns[a]))
             rows = slice(a, b)
             tau = np.zeros((b - a, nv))
             tau[:, nv - n:] = block.effort[rows]  # a floating base has no actuator: zero base wrench
@@ -80,12 +97,46 @@ class ExternalTorque:
             done, self.ongoing = core.collision_events(block.stamp_ns[rows], out[rows], self.threshold,
                                                       release=self.settings.release, ongoing=self.ongoing)
             self.events += done
+            self._count_limits(block.stamp_ns[rows], block.q[rows], block.v[rows], done, self.ongoing)
         if len(block):
             self._continuing = bool(measured[-1])
         return out
 
-    def collisions(self) -> list[dict[str, Any]]:
-        """The events as summary.json lists them; one still open at the end has end_ns null."""
+    def _count_limits(self, stamps: NDArray[np.int64], q: NDArray[np.float64], v: NDArray[np.float64],
+                      done: list[core.Collision], ongoing: core.Collision | None) -> None:
+        """Adds the samples of these rows at a joint limit to the start of each event they belong to."""
+        m = self.model
+        qj, vj = q, v[:, m.nv - m.n:]  # q holds the joints only, v the base twist first
+        position = (qj <= m.lower + LIMIT_POSITION_MARGIN) | (qj >= m.upper - LIMIT_POSITION_MARGIN)
+        limited = np.isfinite(m.velocity_limit) & (m.velocity_limit > 0)  # a URDF without one gives 0 or inf
+        vlim = np.where(limited, m.velocity_limit, 1.0)
+        velocity = limited & (np.abs(np.abs(vj) - vlim) <= LIMIT_VELOCITY_SHARE * vlim)
+        at_limit = (position | velocity).any(axis=1)
+        for e in done + ([ongoing] if ongoing is not None else []):
+            until = e.start_ns + self._settle_ns()
+            if e.end_ns is not None:
+                until = min(until, e.end_ns)
+            inside = (stamps >= e.start_ns) & (stamps < until)
+            self.at_limit[e.start_ns] = self.at_limit.get(e.start_ns, 0) + int((at_limit & inside).sum())
+
+    def _settle_ns(self) -> float:
+        """The observer's settling time, COMMAND_STEP_TIME_CONSTANTS / gain, in ns."""
+        return COMMAND_STEP_TIME_CONSTANTS / self.settings.gain * 1e9
+
+    def kind(self, event: core.Collision) -> str:
+        """`limit`, `command_step` or `collision` (see the module docstring)."""
+        if self.at_limit.get(event.start_ns, 0) >= LIMIT_MIN_SAMPLES:
+            return "limit"
+        if any(0 <= event.start_ns - s <= self._settle_ns() for s in self.command_starts):
+            return "command_step"
+        return "collision"
+
+    def collisions(self, efforts_usable: bool = True) -> list[dict[str, Any]]:
+        """The events as summary.json lists them; one still open at the end has end_ns null. None
+        when the efforts are meaningless (all zero, constant, absent): the estimate is then minus
+        the model's torques, not an external torque."""
+        if not efforts_usable:
+            return []
         events = self.events + ([self.ongoing] if self.ongoing is not None else [])
         return [{"start_ns": e.start_ns, "end_ns": e.end_ns, "joint": self.model.joint_names[e.joint],
-                 "peak": e.peak} for e in events]
+                 "peak": e.peak, "kind": self.kind(e)} for e in events]

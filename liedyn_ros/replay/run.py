@@ -255,7 +255,9 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         with OutputWriter(options.out, model, config) as writer:
             dynamics = BlockDynamics(model, config, contacts, options, predict, dyn.friction, loops)
             skipped_rows = _stream(stream, options, dynamics, writer, summary, recorder, external, identifier)
-        summary.collisions = external.collisions()
+        usable = diagnose.efforts_usable(summary, config.passive_joints)  # else a WARNING says why
+        summary.collisions = external.collisions(usable)
+        summary.hints = diagnose.hints(summary, bool(np.any(model.gravity))) if usable else []
         problems = (bags.problems() + diagnose.stamp_warnings(stream.skipped, stream.received)
                     + diagnose.effort_warnings(summary, bags, topics, model, config.passive_joints))
         skipped_types = bags.undecodable()

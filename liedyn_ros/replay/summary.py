@@ -102,6 +102,10 @@ class ResidualSummary:
     effort: Running = field(init=False)
     contact_counts: dict[str, NDArray[np.int64]] = field(init=False)
     unbalanced: int = 0
+    hints: list[dict[str, Any]] = field(default_factory=list)  # diagnose.hints: what is wrong with the recording
+    # Per joint sums over the samples with a residual r (effort - ID torque) and gravity torque g:
+    # r.g, g.g, r.r, the regression of r on g that tells a simulation without gravity (r = -g)
+    gravity_sums: NDArray[np.float64] = field(init=False)
 
     def __post_init__(self) -> None:
         n = len(self.joint_names)
@@ -114,6 +118,7 @@ class ResidualSummary:
         self.external = Running(n)
         self.effort_count = np.zeros(n, dtype=np.int64)
         self.effort_low, self.effort_high = np.full(n, np.inf), np.full(n, -np.inf)
+        self.gravity_sums = np.zeros((3, n))
 
     def add(self, effort: NDArray[np.float64], tau_id: NDArray[np.float64],
             qdd_pred: NDArray[np.float64] | None, qdd_est: NDArray[np.float64]) -> None:
@@ -133,6 +138,10 @@ class ResidualSummary:
         """A block's outputs (pipeline.DynamicsOutputs), with contacts its run.ContactFit, and
         the observer's external torques."""
         self.add(effort, out.tau_ff, out.qdd_pred, qdd_est)
+        r = effort - out.tau_ff
+        ok = np.isfinite(r)
+        r, g = np.where(ok, r, 0.0), np.where(ok, out.tau_g, 0.0)
+        self.gravity_sums += np.stack([(r * g).sum(axis=0), (g * g).sum(axis=0), (r * r).sum(axis=0)])
         self.external.add(tau_ext)
         if fit is None:
             return
@@ -162,7 +171,7 @@ class ResidualSummary:
                     f"effort_{KEY_UNITS[torque]}": self.effort.stats(j),
                 }
         out: dict[str, Any] = {"samples": self.samples, "first_stamp_ns": self.first_stamp_ns, "joints": joints,
-                               "collisions": self.collisions}
+                               "collisions": self.collisions, "hints": self.hints}
         if self.contact_links or self.constrained:
             out["contacts"] = {
                 "links": {link: {key: int(v[i]) for key, v in self.contact_counts.items()}
@@ -202,6 +211,7 @@ def format_table(summary: dict[str, Any]) -> str:
             f"| {_num(e['rms'], 9)} {_num(e['max_abs'], 9)}"
         )
     lines += format_collisions(summary.get("collisions", []), summary.get("first_stamp_ns"))
+    lines += [f"hint {h['code']}: {h['message']}" for h in summary.get("hints", [])]
     if "contacts" in summary:
         lines += ["", f"{'':<{width}} | RMS of effort - contact-consistent torque",
                   f"{'joint':<{width}} | {'configured':>11} {'closest':>11} {'unconstr.':>11} {'effort RMS':>11}"]
@@ -220,17 +230,18 @@ def format_table(summary: dict[str, Any]) -> str:
 
 def format_collisions(events: list[dict[str, Any]], t0_ns: int | None = None) -> list[str]:
     """One line per collision event: start and end [s] since t0_ns (the first joint state, time zero
-    of the plots; stamps as they are without it), length, peak joint and torque."""
+    of the plots; stamps as they are without it), length, peak joint and torque, kind."""
     if not events:
         return ["collisions: none (no external torque above its threshold)"]
     t0 = t0_ns or 0
     since = "" if t0_ns is None else " since the first joint state"
     lines = [f"collisions: {len(events)} (times in s{since})",
-             f"{'start':>10} {'end':>10} {'length':>10}  {'peak joint':<16} {'peak':>9}"]
+             f"{'start':>10} {'end':>10} {'length':>10}  {'peak joint':<16} {'peak':>9}  kind"]
     for e in events:
         end = "(open)" if e["end_ns"] is None else f"{(e['end_ns'] - t0) * 1e-9:.3f}"
         length = "-" if e["end_ns"] is None else f"{(e['end_ns'] - e['start_ns']) * 1e-9:.3f}"
-        lines.append(f"{(e['start_ns'] - t0) * 1e-9:>10.3f} {end:>10} {length:>10}  {e['joint']:<16} {e['peak']:>9.4g}")
+        lines.append(f"{(e['start_ns'] - t0) * 1e-9:>10.3f} {end:>10} {length:>10}  {e['joint']:<16} {e['peak']:>9.4g}  "
+                     f"{e.get('kind', 'collision')}")
     return lines
 
 
