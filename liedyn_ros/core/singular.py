@@ -36,11 +36,35 @@ def inertia_scale(model: Model) -> float:
     """The largest diagonal entry of M(q = 0): the size every pivot is compared with (kept on the model)."""
     scale = model.__dict__.get("_inertia_scale")
     if scale is None:
-        from .reference.mass_matrix import mass_matrix  # here: the reference imports this module
-
-        scale = float(np.diagonal(mass_matrix(model, np.zeros(model.n))).max(initial=0.0))
+        scale = float(_mass_matrix_diagonal(model).max(initial=0.0))
         object.__setattr__(model, "_inertia_scale", scale)  # Model is frozen; the cache is no model field
     return scale
+
+
+def _mass_matrix_diagonal(model: Model) -> np.ndarray:
+    """diag M(q = 0) by one backward pass of composite inertias, Jc_lambda += X^T Jc_i X (O(bodies):
+    the dense M of a 3,000-link chain would not fit in memory). M_jj = S_i^T Jc_i S_i for the body i
+    joint j moves; a mimic coordinate moves several bodies, whose cross terms need the dense M."""
+    if (np.count_nonzero(model.P, axis=0) > 1).any():
+        from .reference.mass_matrix import mass_matrix  # here: the reference imports this module
+
+        return np.diagonal(mass_matrix(model, np.zeros(model.n)))
+    from .reference.kinematics import joint_transforms  # here: the reference imports this module
+
+    _, X = joint_transforms(model, np.zeros((1, model.n)))
+    X = X[0]
+    Jc = np.array(model.J, dtype=float)
+    Jc_base = np.array(model.J_base, dtype=float)
+    for i in range(len(model.parent) - 1, -1, -1):
+        parent = int(model.parent[i])
+        child = X[i].T @ Jc[i] @ X[i]
+        if parent >= 0:
+            Jc[parent] += child
+        else:
+            Jc_base += child
+    body = np.einsum("bi,bij,bj->b", model.S, Jc, model.S)
+    joint = (model.P ** 2).T @ body
+    return np.concatenate([np.diagonal(Jc_base), joint]) if model.floating_base else joint
 
 
 def pivot_ok(pivot: np.ndarray, scale: float) -> np.ndarray:
