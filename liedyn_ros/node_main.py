@@ -1,4 +1,5 @@
-"""The node's console scripts: a stop by Ctrl-C or SIGTERM is quiet and exits 0, at any moment.
+"""The node's console scripts: a stop by Ctrl-C or SIGTERM is quiet and exits 0, at any moment
+once this module runs (only the interpreter's own start-up, about 0.1 s, comes before it).
 
 ``dynamics_node`` (a plain node, configured and publishing at once) and
 ``dynamics_lifecycle_node`` (a managed node, rclpy.lifecycle: unconfigured until a lifecycle
@@ -10,7 +11,7 @@ raised wherever the node happens to be (converting a message, destroying the nod
 SIGTERM into a context shut down under a running callback, each ending in a traceback. Here
 the signals only *ask* the node to stop: handlers installed before the heavy imports (rclpy,
 numpy, numba: seconds) end an importing process at once, and once the node exists they set a
-flag that the spin loop checks between callbacks (at least every ``POLL_S``). The node then
+flag that the spin loop checks between callbacks (within ``POLL_S``). The node then
 stops its kernel build, destroys itself and shuts rclpy down, and the process exits 0. This
 module imports nothing heavy at the top.
 """

@@ -213,7 +213,8 @@ def test_kernels_missing_from_the_cache_after_the_child_are_not_compiled_here(mo
 
 def test_diagnostics_say_warming_up_and_keep_warn_for_real_problems() -> None:
     """While the kernels compile: OK with "warming up" and the reference path's rate, also when the
-    estimator restarts; a sample with NaN is still a problem (WARN)."""
+    estimator restarts (and once more at the switch to the kernels); a sample with NaN is still a
+    problem (WARN)."""
     clock = [0.0]
     pipe = DynamicsPipeline(core.load_urdf(ARM_XML), PipelineConfig(acceleration_source="estimated"))
     warmup = _Compiling()
@@ -235,11 +236,16 @@ def test_diagnostics_say_warming_up_and_keep_warn_for_real_problems() -> None:
     assert report.level is Level.WARN
     assert report.message == ("1 samples skipped; warming up: compiled kernels building, "
                               "reference path serving 0 samples/s")
-    warmup.done = True
+    warmup.done = True  # the kernels take over after a pause (loading them): the estimator restarts
     for k in range(3):
         pipe.on_joint_state(rclpy_joint_state(3 * 10**9 + k * 1_000_000, list(ARM), zeros, zeros))
     clock[0] = 3.0
-    report = reporter.report(pipe, "arm")  # ready: the estimator's start is counted as before
+    report = reporter.report(pipe, "arm")
+    assert report.level is Level.OK and report.message == "ok", report
+    for k in range(3):  # from now on a restart of the estimator (a gap in the stream) counts as before
+        pipe.on_joint_state(rclpy_joint_state(5 * 10**9 + k * 1_000_000, list(ARM), zeros, zeros))
+    clock[0] = 4.0
+    report = reporter.report(pipe, "arm")
     assert report.level is Level.WARN and report.message == "2 samples skipped"
 
 

@@ -8,7 +8,8 @@ friction cone, tipping, no force realising the motion), and when the compiled ke
 had (the reference implementation then serves every sample). It is OK again after a period
 without any, and ERROR without a model. While the kernels compile in the background the level
 stays OK and the message says so ("warming up: ..."); the acceleration estimator's restarts
-(samples far apart on the slow reference path) are not problems then. The counts in the values
+(samples far apart on the slow reference path, and once more at the switch to the kernels) are
+not problems then. The counts in the values
 are totals since the pipeline was built.
 
 Stamps: a clock reset (joint state stamps going back) is named in the first report after it, as
@@ -92,6 +93,7 @@ class DiagnosticsReporter:
         self._stats: PipelineStats | None = None
         self._counts = _NONE
         self._errors = 0
+        self._warming = False  # the previous report's pipeline was warming up
 
     def report(self, pipe: DynamicsPipeline | None, model_status: str,
                errors: NodeErrors = NodeErrors()) -> DiagnosticsReport:
@@ -136,8 +138,9 @@ class DiagnosticsReporter:
             where = f" on {pipe.model.joint_names[ongoing.joint]}" if ongoing is not None else ""
             problems.append(f"collision{where} ({stats.collisions} so far)")
         skipped = counts.skipped - before.skipped
-        warming = pipe.warming_up
-        if warming:  # the estimator restarting after the reference path's pauses: part of warming up
+        warming, was_warming, self._warming = pipe.warming_up, self._warming and before is not _NONE, pipe.warming_up
+        if warming or was_warming:  # the estimator restarting after the reference path's pauses, and
+            # once more at the switch to the kernels (loading them holds a sample up): part of warming up
             skipped -= counts.estimator - before.estimator
         if skipped > 0:
             problems.append(f"{skipped} samples skipped")
