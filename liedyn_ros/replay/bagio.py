@@ -64,6 +64,7 @@ class BagSource:
     undecodable: dict[str, str] = field(default_factory=dict)  # msgtype -> reason
     problems: list[str] = field(default_factory=list)
     salvaged: bool = False  # the reader is a salvage reader
+    shortfall: Salvage | None = None  # messages the reader skipped without an error
 
     def connections(self, topics: Collection[str]) -> list[Connection]:
         return [c for c in self.reader.connections if c.topic in topics]
@@ -83,7 +84,8 @@ class BagSource:
         """The accounts of the damaged storage files read so far."""
         storage = getattr(self.reader, "storage", self.reader)
         storages = getattr(storage, "storages", [storage])  # a rosbag2 directory: one per file
-        return [s.salvage for s in storages if getattr(s, "salvage", None) is not None]
+        found = [s.salvage for s in storages if getattr(s, "salvage", None) is not None]
+        return found + ([self.shortfall] if self.shortfall is not None else [])
 
     def messages(self, topics: Collection[str]) -> Iterator[RawMessage]:
         """Messages on `topics` in receive order. When the reader fails on the way, the rest
@@ -91,20 +93,56 @@ class BagSource:
         seen = _Position()
         try:
             for raw in self._read(topics):
-                seen.passed(raw.receive_ns)
+                seen.passed(raw)
                 yield raw
         except Exception as err:  # noqa: BLE001 - any storage failure means damage here
             if self.salvaged or not self._salvage(err, seen.count):
                 self.problems.append(f"{self.path}: damaged after {seen.count} messages on {sorted(topics)}; "
                                      f"kept what came before ({type(err).__name__}: {err})")
                 return
-            yield from (raw for raw in self._read(topics) if seen.after(raw.receive_ns))
+            yield from self._resume(topics, seen)
+            return
+        if not self.salvaged and not self.salvages():
+            self._count_check(topics, seen.topics)
+
+    def _resume(self, topics: Collection[str], seen: _Position) -> Iterator[RawMessage]:
+        """The salvage reader's messages after those given; those it has before that point
+        beyond the ones given are messages the failed reader never gave: lost, counted."""
+        before = 0
+        for raw in self._read(topics):
+            if seen.after(raw.receive_ns):
+                yield raw
+            else:
+                before += 1
+        for account in self.salvages()[:1]:
+            account.lost_at_least += max(0, before - seen.count)
+
+    def _count_check(self, topics: Collection[str], read: Counter[str]) -> None:
+        """Accounts for messages a reader skipped without an error: fewer read than the bag
+        counts, or messages counted on no topic (SQLite reads a row whose cell is damaged with
+        a topic id of none)."""
+        held = Counter[str]()
+        for conn in self.connections(topics):
+            if conn.msgtype not in self.undecodable:
+                held[conn.topic] += conn.msgcount
+        nowhere = self.reader.message_count - sum(c.msgcount for c in self.reader.connections)
+        missed = sum(held.values()) - sum(read.values())
+        if (missed > 0 or nowhere > 0) and self.shortfall is None:
+            self.shortfall = Salvage(self.path, self._format(), recovered=read, expected=dict(held),
+                                     lost_at_least=max(0, missed) + max(0, nowhere),
+                                     cause="the reader skipped messages it could not read")
 
     def _read(self, topics: Collection[str]) -> Iterator[RawMessage]:
         conns = [c for c in self.connections(topics) if c.msgtype not in self.undecodable]
         if conns:
             for conn, stamp, data in self.reader.messages(connections=conns):
                 yield RawMessage(conn.topic, conn.msgtype, stamp, data, self)
+
+    def _format(self) -> str:
+        if self.is_ros1:
+            return "ros1"
+        storage = self.reader.storage
+        return "mcap" if isinstance(getattr(storage, "storages", [storage])[0], McapReader) else "sqlite3"
 
     def _salvage(self, err: Exception, count: int) -> bool:
         """Replaces the reader by a salvage reader after it failed; False when none can read."""
@@ -124,11 +162,13 @@ class _Position:
 
     def __init__(self) -> None:
         self.count, self.last, self.at_last = 0, -(2**63), 0
+        self.topics = Counter[str]()
 
-    def passed(self, stamp: int) -> None:
+    def passed(self, raw: RawMessage) -> None:
         self.count += 1
-        self.at_last = self.at_last + 1 if stamp == self.last else 1
-        self.last = stamp
+        self.topics[raw.topic] += 1
+        self.at_last = self.at_last + 1 if raw.receive_ns == self.last else 1
+        self.last = raw.receive_ns
 
     def after(self, stamp: int) -> bool:
         if stamp == self.last and self.at_last:
@@ -308,7 +348,10 @@ def _open_reader(path: Path, is_ros1: bool) -> tuple[Any, bool]:
         try:
             reader: Reader1 | Reader2 = Reader1(path) if is_ros1 else _indexed_mcap(Reader2(_storage_path(path)))
             reader.open()
-            return reader, False
+            if not isinstance(reader, Reader1) or _index_agrees(reader):
+                return reader, False
+            reader.close()
+            cause = "its index of messages disagrees with its chunk counts"
         except ReplayError:
             raise
         except Exception as err:  # noqa: BLE001 - rosbags raises many kinds; all mean unreadable
@@ -317,6 +360,22 @@ def _open_reader(path: Path, is_ros1: bool) -> tuple[Any, bool]:
         return salvage_reader(path, is_ros1, cause), True
     except Exception as err:  # noqa: BLE001 - the salvage reader cannot read it either
         raise ReplayError(f"{path}: cannot open bag ({cause}; no salvage: {err})") from err
+
+
+def _index_agrees(reader: Reader1) -> bool:
+    """Whether a ROS 1 bag's message index (rosbags reads messages through it) agrees with its
+    chunk infos: as many entries as they count, each within its chunk's time span. A damaged
+    index record silently loses its chunk, or puts a message out of order."""
+    counted = sum(sum(info.connection_counts.values()) for info in reader.chunk_infos)
+    if counted != sum(len(index) for index in reader.indexes.values()):
+        return False
+    spans = {info.pos: (info.start_time, info.end_time) for info in reader.chunk_infos}
+    for index in reader.indexes.values():
+        for entry in index:
+            start, end = spans.get(entry.chunk_pos, (1, 0))  # no chunk: an empty span
+            if not start <= entry.time < end:
+                return False
+    return True
 
 
 def _regular(path: Path) -> None:

@@ -1,6 +1,6 @@
 """Pieces every salvage reader shares: a walk over records that resynchronises after damage,
-blocks of messages read lazily in receive-time order, and the decompressed part of a
-compressed block that may be cut or corrupt."""
+a file seen as bytes through a small window, blocks of messages read lazily in receive-time
+order, and the decompressed part of a compressed block that may be cut or corrupt."""
 
 from __future__ import annotations
 
@@ -21,6 +21,46 @@ if TYPE_CHECKING:
 Item = TypeVar("Item")
 
 _FEED = 1 << 16  # compressed bytes fed at a time: damage keeps what came out before it
+_WINDOW = 1 << 16  # bytes of a file read at a time by FileView
+_SEARCH = 1 << 20  # bytes of a file searched at a time when resynchronising
+_OVERLAP = 64  # longer than any mark: one straddling two searched stretches is found
+
+
+class FileView:
+    """A file seen as read-only bytes (len, an index, a slice), read a window at a time: a walk
+    over a whole file touches its record headers, and the stretches a resync searches, without
+    holding the file. (Not mmap: the kernel maps a file's page cache in large folios, so the
+    resident memory of a walk through mmap grows with the file.)"""
+
+    def __init__(self, file: Any, size: int) -> None:
+        self.file, self.size = file, size
+        self._start, self._data = 0, b""
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, key: int | slice) -> Any:
+        if isinstance(key, int):
+            return self._bytes(key, key + 1)[0]
+        return self._bytes(key.start or 0, self.size if key.stop is None else min(key.stop, self.size))
+
+    def _bytes(self, start: int, stop: int) -> bytes:
+        if not (self._start <= start and stop <= self._start + len(self._data)):
+            self.file.seek(start)
+            if stop - start > _WINDOW:
+                return self.file.read(stop - start)
+            self._start, self._data = start, self.file.read(_WINDOW)
+        return self._data[start - self._start : stop - self._start]
+
+    def positions(self, marks: re.Pattern[bytes], start: int) -> Iterator[int]:
+        """Where `marks` match from `start` on, searched a stretch at a time."""
+        while start < self.size:
+            end = min(start + _SEARCH, self.size)
+            stretch = self[start : min(end + _OVERLAP, self.size)]
+            for match in marks.finditer(stretch):
+                if match.start() < end - start or end == self.size:
+                    yield start + match.start()
+            start = end
 
 
 class Block(NamedTuple):
@@ -146,10 +186,11 @@ class RecordWalk:
         raise NotImplementedError
 
 
-def resync(data: bytes, start: int, marks: re.Pattern[bytes], accept: Callable[[int], bool]) -> int | None:
+def resync(data: Any, start: int, marks: re.Pattern[bytes], accept: Callable[[int], bool]) -> int | None:
     """The first position from `start` on where a record starts by `accept`, trying only where
     `marks` matches (what a record begins with); None when there is none."""
-    for match in marks.finditer(data, start):
-        if accept(match.start()):
-            return match.start()
-    return None
+    if isinstance(data, FileView):
+        positions = data.positions(marks, start)
+    else:
+        positions = (match.start() for match in marks.finditer(data, start))
+    return next((pos for pos in positions if accept(pos)), None)

@@ -7,14 +7,14 @@ hold Schema (0x03), Channel (0x04) and Message (0x05: channel, sequence, log tim
 time, payload) records. `Walk` checks each record (a known opcode, a length that fits, a known
 channel, a schema or channel that parses exactly, a chunk whose lengths agree) and
 resynchronises after damage (blocks.RecordWalk). `SalvageMcapReader`
-walks the file once to find its chunks (through mmap, touching only record headers; the chunks
-are read from the file), then
+walks the file once to find its chunks (reading record headers only, through blocks.FileView),
+then
 serves messages in log-time order a chunk at a time, so memory stays bounded.
 """
 
 from __future__ import annotations
 
-import mmap
+import os
 import re
 import struct
 from binascii import crc32
@@ -27,7 +27,7 @@ from rosbags.rosbag2.errors import ReaderError
 from rosbags.rosbag2.metadata import ReaderMetadata
 from rosbags.rosbag2.storage_mcap import McapReader, Schema, Statistics, get_msgdef, get_qos
 
-from .blocks import Block, Checked, RecordWalk, by_time, decompressed, ignore
+from .blocks import Block, Checked, FileView, RecordWalk, by_time, decompressed, ignore
 from .report import Salvage
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ _COMPRESSIONS = {b"", b"zstd", b"lz4"}
 _IN_CHUNK = re.compile(rb"[\x03-\x05]")
 _TOP_LEVEL = re.compile(rb"[\x02-\x0f]")
 _LOOSE_RUN = 1 << 20  # bytes of messages outside chunks read as one block
+_DEFINITION = 1 << 24  # a schema or channel is smaller: a longer one is damage, not read
 
 
 class Walk(RecordWalk):
@@ -66,7 +67,8 @@ class Walk(RecordWalk):
             known = pos + 11 <= n and int.from_bytes(data[pos + 9 : pos + 11], "little") in self.channels
             return Checked(op, end, False) if known and length >= MESSAGE_HEADER else None
         if op in (SCHEMA, CHANNEL):
-            return Checked(op, end, True) if end <= n and _parses(bytes(data[pos + 9 : end]), op) else None
+            ok = length < _DEFINITION and end <= n and _parses(bytes(data[pos + 9 : end]), op)
+            return Checked(op, end, True) if ok else None
         if not self.top:
             return None
         if op == CHUNK:
@@ -106,7 +108,7 @@ def chunk_head(data: Any, pos: int) -> ChunkHead | None:
     fixed = pos + 9 + _CHUNK_HEAD.size
     if fixed > len(data):
         return None
-    start, end, usize, crc, clen = _CHUNK_HEAD.unpack_from(data, pos + 9)
+    start, end, usize, crc, clen = _CHUNK_HEAD.unpack(data[pos + 9 : fixed])
     compression = bytes(data[fixed : fixed + min(clen, 8)])
     if clen > 8 or compression not in _COMPRESSIONS or fixed + clen + 8 > len(data) or start > end:
         return None
@@ -186,28 +188,25 @@ class SalvageMcapReader(McapReader):
         assert self.bio
         if self.bio.read(8) != MAGIC:
             raise ReaderError("not an MCAP file")
-        mm = mmap.mmap(self.bio.fileno(), 0, access=mmap.ACCESS_READ)
-        try:
-            self._walk_top(mm)
-        finally:
-            mm.close()
+        with self.salvage.path.open("rb") as file:  # its own: the chunks are read through self.bio
+            self._walk_top(FileView(file, os.fstat(file.fileno()).st_size))
 
-    def _walk_top(self, mm: mmap.mmap) -> None:
+    def _walk_top(self, view: FileView) -> None:
         scan = _Scan()
-        walk = Walk(mm, scan.channels, top=True, cut=True, on_damage=self.salvage.at(0))
+        walk = Walk(view, scan.channels, top=True, cut=True, on_damage=self.salvage.at(0))
         run = (0, 0)  # messages outside chunks, not yet scanned
-        for op, pos, end in walk.records(_after_header(mm)):
+        for op, pos, end in walk.records(_after_header(view)):
             if op == MESSAGE and run[1] == pos and run[1] - run[0] < _LOOSE_RUN:
                 run = (run[0], end)
                 continue
             self._scan_run(run, scan)
             run = (pos, end) if op == MESSAGE else (0, 0)
             if op in (SCHEMA, CHANNEL):
-                self._define(op, mm[pos + 9 : end], scan.channels)
+                self._define(op, view[pos + 9 : end], scan.channels)
             elif op == CHUNK:
-                head = chunk_head(mm, pos)
+                head = chunk_head(view, pos)
                 assert head is not None
-                present = max(0, min(head.size, len(mm) - head.records))
+                present = max(0, min(head.size, len(view) - head.records))
                 self.salvage.cut_off(head.size - present)
                 self._scan(_Span(pos, head.records, present, head, frozenset(scan.channels), frozenset()), scan)
             elif op in (DATA_END, FOOTER):
@@ -239,7 +238,6 @@ class SalvageMcapReader(McapReader):
     def _records(self, span: _Span, channels: set[int], note: bool) -> Iterator[tuple[int, memoryview]]:
         """(opcode, body) of the records of a span that check out; `note`: report the damage."""
         assert self.bio is not None
-        # A file read, not an mmap slice: the pages of the data read stay out of this process.
         self.bio.seek(span.records)
         stored = self.bio.read(span.size)
         salvage = self.salvage if note else None
@@ -298,11 +296,11 @@ class SalvageMcapReader(McapReader):
         return found
 
 
-def _after_header(mm: mmap.mmap) -> int:
+def _after_header(view: FileView) -> int:
     """Where the records after the Header record (profile, library) begin; right after the
     magic when that record is damaged."""
-    end = 17 + int.from_bytes(mm[9:17], "little")
-    if mm[8:9] == b"\x01" and end <= len(mm) and _prefixed_end(mm[17:end], 0, 2) == end - 17:
+    end = 17 + int.from_bytes(view[9:17], "little")
+    if view[8:9] == b"\x01" and end <= len(view) and _prefixed_end(view[17:end], 0, 2) == end - 17:
         return end
     return 8
 

@@ -77,7 +77,7 @@ class Salvage:
             "format": self.format,
             "reason": self.cause,
             "messages_recovered": sum(self.recovered.values()),
-            "messages_lost": None if lost is None else sum(lost.values()),
+            "messages_lost": None if lost is None else max(sum(lost.values()), self.lost_at_least),
             "messages_lost_at_least": max(self.lost_at_least, sum((lost or {}).values())),
             "bytes_skipped": sum(d.size for d in regions),
             "bytes_missing": self.missing_bytes,

@@ -13,7 +13,7 @@ this reader does not.
 
 from __future__ import annotations
 
-import mmap
+import os
 import re
 import struct
 from collections import Counter
@@ -23,7 +23,7 @@ from rosbags.interfaces import Connection, ConnectionExtRosbag1, MessageDefiniti
 from rosbags.rosbag1.reader import ReaderError, normalize
 from rosbags.typesys.msg import normalize_msgtype
 
-from .blocks import Block, Checked, RecordWalk, by_time, decompressed, ignore
+from .blocks import Block, Checked, FileView, RecordWalk, by_time, decompressed, ignore
 from .report import Salvage
 
 if TYPE_CHECKING:
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 MAGIC = b"#ROSBAG V2.0\n"
 MESSAGE, BAG_HEADER, INDEX_DATA, CHUNK, CHUNK_INFO, CONNECTION = 0x02, 0x03, 0x04, 0x05, 0x06, 0x07
 _MAX_HEADER = 1 << 16  # record headers hold a few short fields; the definitions are in the data
+_MAX_CONNECTION = 1 << 24  # a connection's data (type, definition) is smaller: longer is damage
+_LOOSE_RUN = 1 << 20  # bytes of messages outside chunks read as one block
 # Where a record may begin: a header length below 64 KiB, then a field of fewer than 256 bytes.
 _MARKS = re.compile(rb"(?s)..\x00\x00.\x00\x00\x00[a-z_]{1,32}=")
 _UINT32 = struct.Struct("<I")
@@ -46,7 +48,7 @@ def fields(data: Any, pos: int, end: int) -> dict[str, bytes] | None:
     while pos < end:
         if pos + 4 > end:
             return None
-        size = _UINT32.unpack_from(data, pos)[0]
+        size = int.from_bytes(data[pos : pos + 4], "little")
         name, sep, value = bytes(data[pos + 4 : pos + 4 + size]).partition(b"=")
         if pos + 4 + size > end or not sep or not name:
             return None
@@ -77,14 +79,14 @@ class Walk(RecordWalk):
         data, n = self.data, self.size
         if pos + 4 > n:
             return None
-        hlen = _UINT32.unpack_from(data, pos)[0]
+        hlen = int.from_bytes(data[pos : pos + 4], "little")
         if not 4 <= hlen <= _MAX_HEADER or pos + 8 + hlen > n:
             return None
         found = fields(data, pos + 4, pos + 4 + hlen)
         if found is None or len(found.get("op", b"")) != 1:
             return None
         start = pos + 8 + hlen
-        return Record(found, start, start + _UINT32.unpack_from(data, start - 4)[0])
+        return Record(found, start, start + int.from_bytes(data[start - 4 : start], "little"))
 
     def _check(self, pos: int) -> Checked | None:
         rec = self.record(pos)
@@ -95,7 +97,7 @@ class Walk(RecordWalk):
             ok = len(f.get("time", b"")) == 8 and _uint(f, "conn") in self.connections
             return Checked(op, rec.end, False) if ok else None
         if op == CONNECTION:
-            ok = _uint(f, "conn") >= 0 and "topic" in f and rec.end <= self.size
+            ok = _uint(f, "conn") >= 0 and "topic" in f and rec.end <= min(self.size, rec.data + _MAX_CONNECTION)
             return Checked(op, rec.end, True) if ok and fields(self.data, rec.data, rec.end) is not None else None
         if not self.top:
             return None
@@ -165,19 +167,21 @@ class SalvageRos1Reader:
         """Walks the top-level records: connections, chunks, the bag header's index position."""
         if self._read(0, len(MAGIC)) != MAGIC:
             raise ReaderError("not a ROS 1 bag (format 2.0)")
-        # mmap for the top level: only record headers are touched; chunk data is read by _read.
-        top = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
-        try:
-            self._walk_top(top)
-        finally:
-            top.close()
+        with self.path.open("rb") as file:  # its own: the chunks are read through self._file
+            self._walk_top(FileView(file, os.fstat(file.fileno()).st_size))
 
-    def _walk_top(self, top: mmap.mmap) -> None:
+    def _walk_top(self, top: FileView) -> None:
         size = len(top)
         counts: Counter[int] = Counter()
         known: set[int] = set()
         walk = Walk(top, known, top=True, cut=True, on_damage=self.salvage.at(0))
+        run = (0, 0)  # messages outside a chunk (its header damaged), not yet scanned
         for op, pos, end in walk.records(len(MAGIC)):
+            if op == MESSAGE and run[1] == pos and run[1] - run[0] < _LOOSE_RUN:
+                run = (run[0], end)
+                continue
+            self._scan_run(run, known, counts)
+            run = (pos, end) if op == MESSAGE else (0, 0)
             rec = walk.record(pos)
             assert rec is not None
             if op == BAG_HEADER:
@@ -192,9 +196,17 @@ class SalvageRos1Reader:
                                max(0, _uint(rec.fields, "size")), frozenset(known), frozenset())
                 self.salvage.cut_off(chunk.declared - present)
                 self._scan_chunk(chunk, known, counts)
+        self._scan_run(run, known, counts)
         self.connections = [c._replace(msgcount=counts[c.id]) for c in self.connections]
         for conn in self.connections:
             self.salvage.recovered[conn.topic] += counts[conn.id]
+
+    def _scan_run(self, run: tuple[int, int], known: set[int], counts: Counter[int]) -> None:
+        """Messages found outside chunks, read as an uncompressed chunk of their own."""
+        size = run[1] - run[0]
+        if size:
+            self._scan_chunk(_Chunk(run[0], run[0], size, size, "none", size, frozenset(known), frozenset()),
+                             known, counts)
 
     def _scan_chunk(self, chunk: _Chunk, known: set[int], counts: Counter[int]) -> None:
         found: Counter[int] = Counter()
