@@ -49,6 +49,14 @@ class StopSignals:
         """From now on a signal is a request that the caller polls."""
         self._armed = True
 
+    @staticmethod
+    def ignore() -> None:
+        """Ignore further signals: the process is ending. (At its exit Python sets its handlers
+        back to the default, which would let launch's SIGINT, sent right after a terminal's
+        Ctrl-C, kill the interpreter while it finalizes: exit code -2.)"""
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
+
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.requested is None:
             self.requested = signum
@@ -97,6 +105,7 @@ def run(args: list[str] | None, stop: StopSignals, *, managed: bool) -> None:
         if node is not None:
             _release(node, managed)
         rclpy.try_shutdown()
+        stop.ignore()
 
 
 def _release(node: Any, managed: bool) -> None:

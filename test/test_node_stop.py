@@ -62,3 +62,26 @@ def test_once_armed_signals_are_a_request_polled_by_the_loop() -> None:
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0 and err == "", err
     assert out.strip() == "SIGINT"
+
+
+def test_signals_while_the_process_ends_are_ignored() -> None:
+    """After the node's release, a late signal (launch's own SIGINT right after a terminal's
+    Ctrl-C) must not kill the interpreter while it finalizes (exit code -2)."""
+    proc = _start("""
+        import os, signal, time
+        from liedyn_ros.node_main import StopSignals
+        stop = StopSignals.install()
+        stop.arm()
+        print("started", flush=True)
+        stop.ignore()
+
+        class Late:  # deleted while the interpreter finalizes its modules, its handlers reset by then
+            def __del__(self):
+                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.2)
+
+        late = Late()
+    """)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and err == "", err
