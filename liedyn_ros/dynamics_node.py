@@ -396,13 +396,3 @@ class DynamicsNode(Node):
         array.header.stamp = self.get_clock().now().to_msg()
         self._diagnostics.publish(array)
 
-
-def main(args: list[str] | None = None) -> None:
-    """The plain node until a stop (liedyn_ros.node_main: Ctrl-C and SIGTERM end it quietly)."""
-    from liedyn_ros.node_main import main as node_main
-
-    node_main(args)
-
-
-if __name__ == "__main__":
-    main()

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import reference
-from .checks import Batch, check_model, prepare
-from .fast import OK, FastModel
+from .checks import Batch, prepare
+from .fast import OK, FastModel, fast_model
 from .fast.aba import hybrid_many
 from .fast.coriolis import coriolis_many
 from .fast.crba import mass_matrix_many
@@ -74,9 +74,8 @@ def rnea(model: Model, q, v, a, *, base_pose=None, f_ext=None) -> np.ndarray:
     """
     try:
         fm = model._fast
-    except AttributeError:  # a try costs nothing until it raises
-        check_model(model)
-        raise
+    except AttributeError:  # a try costs nothing until it raises: the first call builds the layout
+        fm = fast_model(model)
     T = fm.identity if base_pose is None else base_pose
     if (type(q) is _ndarray and type(v) is _ndarray and type(a) is _ndarray and type(T) is _ndarray
             and q.ndim == 1 and (base_pose is None) is fm.fixed):
@@ -102,8 +101,7 @@ def gravity(model: Model, q, *, base_pose=None) -> np.ndarray:
     try:
         fm = model._fast
     except AttributeError:
-        check_model(model)
-        raise
+        fm = fast_model(model)
     T = fm.identity if base_pose is None else base_pose
     if type(q) is _ndarray and type(T) is _ndarray and q.ndim == 1 and (base_pose is None) is fm.fixed:
         out = _empty(fm.nv)
@@ -126,8 +124,7 @@ def mass_matrix(model: Model, q, *, base_pose=None) -> np.ndarray:
     try:
         fm = model._fast
     except AttributeError:
-        check_model(model)
-        raise
+        fm = fast_model(model)
     T = fm.identity if base_pose is None else base_pose
     if type(q) is _ndarray and type(T) is _ndarray and q.ndim == 1 and (base_pose is None or not fm.fixed):
         out = _empty((fm.nv, fm.nv))
@@ -147,8 +144,7 @@ def coriolis_matrix(model: Model, q, v, *, base_pose=None) -> np.ndarray:
     try:
         fm = model._fast
     except AttributeError:
-        check_model(model)
-        raise
+        fm = fast_model(model)
     T = fm.identity if base_pose is None else base_pose
     if (type(q) is _ndarray and type(v) is _ndarray and type(T) is _ndarray and q.ndim == 1
             and (base_pose is None or not fm.fixed)):
@@ -175,8 +171,7 @@ def hybrid(model: Model, q, v, a_or_tau, prescribed, *, base_pose=None, f_ext=No
     try:
         fm = model._fast
     except AttributeError:
-        check_model(model)
-        raise
+        fm = fast_model(model)
     mask = check_prescribed(model, prescribed)
     T = fm.identity if base_pose is None else base_pose
     if (type(q) is _ndarray and type(v) is _ndarray and type(a_or_tau) is _ndarray and type(T) is _ndarray
@@ -205,8 +200,7 @@ def aba(model: Model, q, v, tau, *, base_pose=None, f_ext=None) -> np.ndarray:
     try:
         fm = model._fast
     except AttributeError:
-        check_model(model)
-        raise
+        fm = fast_model(model)
     T = fm.identity if base_pose is None else base_pose
     if (type(q) is _ndarray and type(v) is _ndarray and type(tau) is _ndarray and type(T) is _ndarray
             and q.ndim == 1 and (base_pose is None) is fm.fixed):

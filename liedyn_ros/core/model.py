@@ -183,17 +183,6 @@ class Model:
         return {link: (body, None if np.array_equal(T, np.eye(4)) else Ad_inv(T))
                 for link, (body, T) in self.link_frames.items()}
 
-    @functools.cached_property
-    def _fast(self):
-        """The compiled kernels' packed arrays (fast.layout.FastModel), built on first use.
-
-        A cached property: later reads are a plain instance-dictionary hit, which matters at a
-        few microseconds per call. Copies made by dataclasses.replace start without it.
-        """
-        from .fast.layout import FastModel  # the kernels' layout is imported only when used
-
-        return FastModel(self)
-
     def inertia_flaws_below(self, body: int) -> tuple[Flaw, ...]:
         """The inertia flaws on links carried by body `body` or its descendants (-1: the whole robot)."""
         flawed = [f for f in self.flaws if f.kind == "link"]

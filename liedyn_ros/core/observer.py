@@ -26,7 +26,7 @@ import numpy as np
 
 from .checks import check_vector
 from .dynamics import coriolis_matrix, gravity, mass_matrix
-from .fast import OK
+from .fast import OK, fast_model
 from .fast.entry import single
 from .fast.spatial import jit
 from .identification import Friction, friction_torque
@@ -111,7 +111,7 @@ class MomentumObserver:
         arguments are anything else, or wrong, or t does not follow: `update`'s general path then
         takes them (and words the error). The state lives in self._state, whose rows p, beta and
         r are self._p, self._beta and self.residual after such a step."""
-        fm = self.model._fast
+        fm = fast_model(self.model)
         T = fm.identity if base_pose is None else base_pose
         if not (type(q) is _ndarray and type(v) is _ndarray and type(tau) is _ndarray and type(T) is _ndarray
                 and q.ndim == 1 and (base_pose is None) is fm.fixed and type(t) in _SCALARS):

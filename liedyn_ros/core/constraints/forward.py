@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import reference
 from ..dynamics import aba
-from ..fast import OK
+from ..fast import OK, fast_model
 from ..fast.entry import single
 from ..model import Model
 from .description import constraint_set
@@ -100,7 +100,7 @@ def _params(baumgarte, tol) -> np.ndarray | None:
 
 def _fast(model: Model, cs, q, v, tau, base_pose, active, baumgarte, tol):
     """The compiled path for contacts: (a, lam), or None to let the reference answer (or raise)."""
-    fm, fc = model._fast, cs._fast
+    fm, fc = fast_model(model), cs._fast
     params = _params(baumgarte, tol)
     if params is None:
         return None

@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import reference
 from ..dynamics import rnea
-from ..fast import OK
+from ..fast import OK, fast_model
 from ..fast.entry import single
 from ..model import Model
 from .description import constraint_set
@@ -157,7 +157,7 @@ def kernel_arguments(model: Model, cs, passive, solution: str, weights, tol):
 
 def _fast(model: Model, cs, q, v, a, base_pose, passive, solution, weights, active, tol):
     """The compiled path for contacts: (tau, lam), or None for the reference."""
-    fm, fc = model._fast, cs._fast
+    fm, fc = fast_model(model), cs._fast
     T = fm.identity if base_pose is None else base_pose
     args = kernel_arguments(model, cs, passive, solution, weights, tol)
     if args is None:

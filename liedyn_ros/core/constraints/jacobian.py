@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import Batch, prepare
+from ..fast import fast_model
 from ..fast.entry import single
 from ..model import Model
 from ..reference.kinematics import bias_accelerations, joint_transforms, split, velocities
@@ -177,7 +178,7 @@ def constraint_frames(model: Model, q, constraints, *, base_pose=None, fast: boo
         poses = np.ascontiguousarray(base_pose.reshape(-1, 4, 4))
         T = np.empty((qb.shape[0], cs.k, 4, 4))
         try:
-            if single.contact_frames_many(model._fast.handle, fc.ci, fc.cf, fc.scratch, qb, poses, T) == 0:
+            if single.contact_frames_many(fast_model(model).handle, fc.ci, fc.cf, fc.scratch, qb, poses, T) == 0:
                 return T.reshape(lead + (cs.k, 4, 4))
         except TypeError:  # a read-only argument: the readable path
             pass

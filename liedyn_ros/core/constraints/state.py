@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import Batch, prepare
-from ..fast import OK
+from ..fast import OK, fast_model
 from ..fast.threads import run_batch
 from ..model import Model
 from .description import ConstraintSet, constraint_set
@@ -71,7 +71,7 @@ def compiled_terms(cs: ConstraintSet, batch: Batch, rows: np.ndarray) -> Constra
     from .fast import contact_terms_many
 
     model, fc = cs.model, cs._fast
-    fm = model._fast
+    fm = fast_model(model)
     B = batch.q.shape[0]
     active = np.ascontiguousarray(rows[:, cs.rows[:-1]])  # a constraint's rows share its state
     A, c = np.empty((B, cs.m, model.nv)), np.empty((B, cs.m))

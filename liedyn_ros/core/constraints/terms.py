@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import dynamics as core_dynamics, reference
-from ..fast import OK
+from ..fast import OK, fast_model
 from ..fast.entry import single
 from ..model import Model
 from .description import constraint_set
@@ -169,7 +169,7 @@ class TermsKernel:
         self._static = None
         args = kernel_arguments(model, cs, passive, solution, weights, tol) if cs._fast is not None else None
         if args is not None and solution != "unique":
-            fm, fc = model._fast, cs._fast
+            fm, fc = fast_model(model), cs._fast
             self._static = (single.constrained_terms_one, fm.handle, fc.ci, fc.cf, fc.scratch, *args,
                             balance == "least_squares", self.up, fm.fixed, fm.identity, fc.all_active)
 
@@ -208,7 +208,7 @@ def _fast(model: Model, cs, q, v, a, tau, base_pose, active, passive, solution, 
         out = np.empty(kernel.size)
         return _split(out, kernel.layout, has_tau) if kernel(q, v, a, tau, base_pose, active, out) else None
     vectors = {"v": v, "a": a} if tau is None else {"v": v, "a": a, "tau": tau}
-    fixed = model._fast.fixed
+    fixed = fast_model(model).fixed
 
     def step(qb, vb, ab, *rest):  # rest: (tau_b,) pose_b, active_b, out_b; per_sample's poses are the identity
         done = kernel(qb, vb, ab, rest[0] if has_tau else None, None if fixed else rest[-3], rest[-2], rest[-1])

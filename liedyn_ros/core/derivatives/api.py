@@ -5,7 +5,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..checks import check_model, prepare
+from ..checks import prepare
 from ..fast import OK, fast_model
 from ..fast.aba import hybrid_many
 from ..fast.entry import single
@@ -67,9 +67,8 @@ def _fast(model: Model, q, v, x, base_pose, forward: bool, name: str) -> Derivat
     core.singular's rule refuses is left to the reference, which raises."""
     try:
         fm = model._fast
-    except AttributeError:  # a try costs nothing until it raises
-        check_model(model)
-        raise
+    except AttributeError:  # a try costs nothing until it raises: the first call builds the layout
+        fm = fast_model(model)
     T = fm.identity if base_pose is None else base_pose
     if (type(q) is _ndarray and type(v) is _ndarray and type(x) is _ndarray and type(T) is _ndarray
             and q.ndim == 1 and (base_pose is None) is fm.fixed):

@@ -45,10 +45,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..checks import Batch
-from ..fast import BAD_INPUT, OK, SINGULAR, fast_model
-from ..fast.kinematics import block, borrowed, inertias_block, inputs_valid, model_arrays, pose_of, reshaped, screw, \
-    sizes, transforms_block, vectors_valid
-from ..fast.layout import COORD, INERTIA, MULT, PARENT, SCALE
+from ..fast.kinematics import BAD_INPUT, OK, SINGULAR, block, borrowed, inertias_block, inputs_valid, model_arrays, \
+    pose_of, reshaped, screw, sizes, transforms_block, vectors_valid
+from ..fast.layout import COORD, INERTIA, MULT, PARENT, SCALE, fast_model
 from ..fast.spatial import bjit, bracket, coadjoint_bias, dot6, gravity_in_base, ijit, jit, joint_transform, pivot_ok
 from ..fast.threads import run_batch
 from ..model import Model

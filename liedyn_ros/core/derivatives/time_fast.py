@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..fast import BAD_INPUT, OK, SINGULAR
-from ..fast.kinematics import block, inertias_block, inputs_valid, model_arrays, pose_of, reshaped, sizes, \
-    transforms_block, vectors_valid
+from ..fast.kinematics import BAD_INPUT, OK, SINGULAR, block, inertias_block, inputs_valid, model_arrays, pose_of, \
+    reshaped, sizes, transforms_block, vectors_valid
 from ..fast.layout import COORD, INERTIA, MULT, PARENT, SCALE, SCREW
 from ..fast.spatial import body_inertia_times, bracket, coadjoint_bias, congruence_to_parent, dot6, \
     bjit, factor_from_last, gravity_in_base, ijit, jit, joint_transform, pivot_ok

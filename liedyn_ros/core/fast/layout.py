@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import check_model
 from ..model import Model
 from ..singular import inertia_scale
 
@@ -96,11 +97,14 @@ def workspace_size(nb: int, nv: int) -> int:
 
 
 def fast_model(model: Model) -> FastModel:
-    """The packed arrays of `model`, built on first use and kept as long as the model lives (Model._fast)."""
+    """The packed arrays of `model`, built on the first call and kept on the model as `model._fast`,
+    so that the kernels' callers read them as a plain instance-dictionary hit (`try: model._fast`,
+    this function only when that raises). Copies made by dataclasses.replace start without them."""
     try:
         return model._fast
     except AttributeError:
-        from ..checks import check_model
-
-        check_model(model)
-        raise
+        pass
+    check_model(model)
+    fm = FastModel(model)
+    object.__setattr__(model, "_fast", fm)  # Model is frozen; the layout is no model field
+    return fm

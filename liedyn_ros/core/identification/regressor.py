@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..checks import prepare
-from ..fast import OK
+from ..fast import OK, fast_model
 from ..fast.entry import single
 from ..fast.regressor import regressor_many
 from ..fast.threads import run_batch
@@ -26,7 +26,7 @@ def regressor(model: Model, q, v, a, *, base_pose=None) -> np.ndarray:
     Row order is rnea's (base wrench (m, f) first for a floating base); column block j holds
     body j's ten parameters in Pinocchio's order. Gravity enters Y, as in rnea.
     """
-    fm = model._fast
+    fm = fast_model(model)
     k = model.nb + model.floating_base
     T = fm.identity if base_pose is None else base_pose
     if (type(q) is _ndarray and type(v) is _ndarray and type(a) is _ndarray and type(T) is _ndarray
