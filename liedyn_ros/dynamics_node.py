@@ -302,6 +302,8 @@ class DynamicsNode(Node):
         kind = "floating" if model.floating_base else "fixed"
         self._model_status = f"{model.n} joints, {kind} base, root link {model.root_link}"
         logger.info(f"dynamics model ready ({ready}): {self._model_status}, joints {list(model.joint_names)}")
+        if pipeline.unchecked_note:
+            logger.warning(pipeline.unchecked_note)
 
     def _validate_parameters(self, params: list[Parameter]) -> SetParametersResult:
         """Reject bad values before they are set. Payload and friction changes alone build the new

@@ -48,6 +48,7 @@ class SkipReason(str, enum.Enum):
     NO_CONTACT_STATE = "no_contact_state"      # contact_source topic/wrench, nothing received yet
     STALE_CONTACT_STATE = "stale_contact_state"  # contact state further than contact_max_age
     BAD_CONTACT_STATE = "bad_contact_state"    # wrong number of flags, NaN in a wrench
+    EFFORT_OUT_OF_RANGE = "effort_out_of_range"  # a torque beyond effort_limit_factor x the URDF effort limit
 
 
 class AccelerationSource(str, enum.Enum):
@@ -99,6 +100,11 @@ class PipelineConfig:
     all joints or one per joint; an event ends when every joint is below ``collision_release``
     times its threshold; ``observer_max_gap`` [s]: a longer gap between joint states starts the
     observer over.
+
+    Plausibility: a sample whose feedforward or gravity torque (or the unconstrained one) exceeds
+    ``effort_limit_factor`` times a joint's URDF effort limit is skipped (``effort_out_of_range``):
+    such a torque comes from a corrupt input (a velocity of 1e150 is finite) or a wrong model, and
+    would reach a robot through effort_command. Joints whose URDF gives no limit are not checked.
     """
 
     acceleration_source: AccelerationSource = AccelerationSource.ZERO
@@ -136,6 +142,7 @@ class PipelineConfig:
     collision_threshold: tuple[float, ...] = (10.0,)
     collision_release: float = 0.5
     observer_max_gap: float = 0.1
+    effort_limit_factor: float = 10.0
 
     def __post_init__(self) -> None:
         # Accept the plain string a ROS parameter gives, and fail on anything else.
@@ -157,6 +164,8 @@ class PipelineConfig:
             )
         if not math.isfinite(self.reference_max_age):
             raise ValueError(f"reference_max_age: {self.reference_max_age} is not finite")
+        if not self.effort_limit_factor >= 1.0:  # NaN too
+            raise ValueError(f"effort_limit_factor: {self.effort_limit_factor} must be >= 1 (.inf: no check)")
         self._check_contacts()
         self._check_loops()
         self._check_observer()

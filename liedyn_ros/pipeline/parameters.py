@@ -68,6 +68,8 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "collision_threshold": ([10.0], "external torque [N m] that starts a collision: one for all joints or per joint"),
     "collision_release": (0.5, "a collision ends when every joint is below this fraction of its threshold"),
     "observer_max_gap": (0.1, "a gap between joint states longer than this [s] starts the observer over"),
+    "effort_limit_factor": (10.0, "skip a sample whose feedforward or gravity torque exceeds this factor x a "
+                            "joint's URDF effort limit (joints with one); .inf: no check"),
     "diagnostics_period": (1.0, "seconds between /diagnostics messages"),
     **DYNAMICS_PARAMETERS,  # payload, friction, inertial parameters: swapped in at run time
 }

@@ -76,7 +76,8 @@ class PipelineStats:
 
 _NO_TIPPING = np.zeros(0, dtype=bool)
 # Samples the dynamics refused: their velocity must feed no later estimate.
-_REFUSED = frozenset({SkipReason.NON_FINITE_OUTPUT, SkipReason.COMPUTE_ERROR, SkipReason.INTERNAL_ERROR})
+_REFUSED = frozenset({SkipReason.NON_FINITE_OUTPUT, SkipReason.EFFORT_OUT_OF_RANGE, SkipReason.COMPUTE_ERROR,
+                      SkipReason.INTERNAL_ERROR})
 # The float outputs of DynamicsOutputs, all checked before a sample is published.
 _FLOAT_OUTPUTS = ("tau_ff", "tau_g", "qdd_pred", "base_wrench", "base_acc_pred", "contact_wrench", "tau_free")
 
@@ -91,6 +92,15 @@ def _finite(out: DynamicsOutputs) -> bool:
         if x is not None:
             total += sum(x.ravel().tolist())
     return math.isfinite(total)
+
+
+def _effort_bound(model: Any, factor: float) -> tuple[FloatArray | None, list[str]]:
+    """(factor x each joint's URDF effort limit, inf where the URDF gives none (0 or inf, a common
+    placeholder), or None when no joint is bounded; the names of the unbounded joints)."""
+    limit = np.abs(np.asarray(model.effort_limit, dtype=np.float64))
+    bound = np.where(np.isfinite(limit) & (limit > 0), factor * limit, np.inf)
+    unbounded = [name for name, b in zip(model.joint_names, bound) if math.isinf(b)]
+    return (None if len(unbounded) == len(bound) else bound), unbounded
 
 
 def _offenders(stats: PipelineStats) -> str:
@@ -181,6 +191,11 @@ class DynamicsPipeline:
                              "give one for all or one per joint")
         self._thresholds = np.broadcast_to(np.asarray(self.config.collision_threshold, dtype=np.float64), (n,)).copy()
         self._observer = self._new_observer(self._dynamics)
+        self._effort_bound, unbounded = _effort_bound(model, self.config.effort_limit_factor)
+        # Said once by whoever runs the pipeline (the node at model load).
+        self.unchecked_note = (f"no URDF effort limit for joints {unbounded}: their torques are published without "
+                               "the effort_limit_factor check" if unbounded and
+                               math.isfinite(self.config.effort_limit_factor) else None)
         self._observer_origin_ns = 0  # the stamp of the observer's t = 0
         self.collision: core.Collision | None = None  # the event under way, if any
 
@@ -195,7 +210,8 @@ class DynamicsPipeline:
         if tuple(dynamics.model.joint_names) != tuple(self.model.joint_names):
             raise ValueError("model: a swapped model must have the same joints")
         observer = self._new_observer(dynamics)  # starts over: its integral belongs to the old model
-        self._dynamics, self._observer, self.collision = dynamics, observer, None
+        bound, _ = _effort_bound(dynamics.model, self.config.effort_limit_factor)
+        self._dynamics, self._observer, self.collision, self._effort_bound = dynamics, observer, None, bound
 
     def _new_observer(self, dynamics: Dynamics) -> core.MomentumObserver:
         """The momentum observer of this model; the friction compensated (if any) is taken off
@@ -323,8 +339,13 @@ class DynamicsPipeline:
         if isinstance(active, SkipReason):
             return active
         outputs = self._compute(sample, v, a, pose, ff_state, active)
-        observed = self._observe(sample, v, pose, advances) if _finite(outputs) else None
-        if observed is None:  # checked before any state takes this sample in
+        # Checked before the observer takes this sample in.
+        if not _finite(outputs):
+            return SkipReason.NON_FINITE_OUTPUT
+        if self._effort_bound is not None and self._out_of_range(outputs):
+            return SkipReason.EFFORT_OUT_OF_RANGE
+        observed = self._observe(sample, v, pose, advances)
+        if observed is None:
             return SkipReason.NON_FINITE_OUTPUT
         external, started = observed
         return PipelineOutput(sample.stamp_ns, sample.frame_id, self.base_frame, sample, outputs, external, started)
@@ -406,6 +427,21 @@ class DynamicsPipeline:
         if started is not None:
             self.stats.collisions += 1
         return external, started
+
+    def _out_of_range(self, out: DynamicsOutputs) -> bool:
+        """Whether a published torque exceeds its bound (warned, naming the joint)."""
+        bound = self._effort_bound
+        for what, tau in (("feedforward", out.tau_ff), ("gravity", out.tau_g), ("unconstrained", out.tau_free)):
+            if tau is not None and (np.abs(tau) > bound).any():
+                j = int(np.argmax(np.abs(tau) / bound))
+                factor = self.config.effort_limit_factor
+                self._warner.warn(SkipReason.EFFORT_OUT_OF_RANGE.value, (
+                    f"skipped (effort_out_of_range): {what} torque {tau[j]:.4g} on {self.decoder.joint_names[j]} "
+                    f"exceeds effort_limit_factor={factor:g} x its URDF effort limit {bound[j] / factor:.4g}: "
+                    "nothing published (a corrupt joint state, a wrong model or payload; raise "
+                    "effort_limit_factor only if the URDF's limits are placeholders)"))
+                return True
+        return False
 
     def _compute(
         self, sample: JointSample, v: FloatArray, a: FloatArray, pose: FloatArray | None,
@@ -608,6 +644,9 @@ class DynamicsPipeline:
             SkipReason.NON_FINITE_OUTPUT: (
                 "the dynamics of this sample overflow (a value too large, such as a velocity of 1e154): "
                 "nothing published, no state kept"
+            ),
+            SkipReason.EFFORT_OUT_OF_RANGE: (
+                f"a torque exceeds effort_limit_factor={self.config.effort_limit_factor:g} x its URDF effort limit"
             ),
             SkipReason.NO_REFERENCE: "acceleration_source=reference and no trajectory yet",
             SkipReason.STALE_REFERENCE: (
