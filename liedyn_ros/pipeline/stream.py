@@ -342,7 +342,8 @@ class DynamicsPipeline:
         # Checked before the observer takes this sample in.
         if not _finite(outputs):
             return SkipReason.NON_FINITE_OUTPUT
-        if self._effort_bound is not None and self._out_of_range(outputs):
+        bound = self._effort_bound
+        if bound is not None and self._out_of_range(outputs, bound):
             return SkipReason.EFFORT_OUT_OF_RANGE
         observed = self._observe(sample, v, pose, advances)
         if observed is None:
@@ -428,9 +429,8 @@ class DynamicsPipeline:
             self.stats.collisions += 1
         return external, started
 
-    def _out_of_range(self, out: DynamicsOutputs) -> bool:
+    def _out_of_range(self, out: DynamicsOutputs, bound: FloatArray) -> bool:
         """Whether a published torque exceeds its bound (warned, naming the joint)."""
-        bound = self._effort_bound
         for what, tau in (("feedforward", out.tau_ff), ("gravity", out.tau_g), ("unconstrained", out.tau_free)):
             if tau is not None and (np.abs(tau) > bound).any():
                 j = int(np.argmax(np.abs(tau) / bound))
