@@ -92,6 +92,25 @@ def by_time(blocks: Sequence[Block], load: Callable[[int], Sequence[tuple[int, i
             yield heapq.heappop(heap)[2]
 
 
+def messages_between(blocks: Sequence[Block], load: Callable[[int], Sequence[tuple[int, int, tuple[Any, int, bytes]]]],
+                     start: int | None, stop: int | None) -> Iterator[tuple[Any, int, bytes]]:
+    """by_time's (connection, time, data) messages with start <= time < stop (None: open)."""
+    for conn, time, data in by_time(blocks, load):
+        if (start is None or time >= start) and (stop is None or time < stop):
+            yield conn, time, data
+
+
+class OwnedFile:
+    """A reader's open file, closed once (close() may come after a failed open)."""
+
+    _file: Any = None
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
 def decompressed(data: bytes, compression: str, size: int) -> tuple[bytes, str | None]:
     """`data` decompressed, or as much of it as can be (what came out before the stream was
     cut or broke), and then why it fell short of `size` bytes."""

@@ -27,7 +27,7 @@ from rosbags.rosbag2.errors import ReaderError
 from rosbags.rosbag2.metadata import ReaderMetadata
 from rosbags.rosbag2.storage_mcap import McapReader, Schema, Statistics, get_msgdef, get_qos
 
-from .blocks import Block, Checked, FileView, RecordWalk, by_time, decompressed, ignore
+from .blocks import Block, Checked, FileView, RecordWalk, decompressed, ignore, messages_between
 from .report import Salvage
 
 if TYPE_CHECKING:
@@ -281,9 +281,7 @@ class SalvageMcapReader(McapReader):
                  stop: int | None = None) -> Generator[tuple[Connection, int, bytes], None, None]:
         wanted = {c.id: c for c in connections}
         blocks = [b for b in self._blocks if wanted.keys() & self._spans[b.key].channels]
-        for conn, log_time, data in by_time(blocks, lambda key: self._load(key, wanted)):
-            if (start is None or log_time >= start) and (stop is None or log_time < stop):
-                yield conn, log_time, data
+        yield from messages_between(blocks, lambda key: self._load(key, wanted), start, stop)
 
     def _load(self, key: int, wanted: dict[int, Connection]) -> list[tuple[int, int, tuple[Connection, int, bytes]]]:
         """The wanted messages of a span as (log time, file order, message)."""

@@ -23,7 +23,7 @@ from rosbags.interfaces import Connection, ConnectionExtRosbag1, MessageDefiniti
 from rosbags.rosbag1.reader import ReaderError, normalize
 from rosbags.typesys.msg import normalize_msgtype
 
-from .blocks import Block, Checked, FileView, RecordWalk, by_time, decompressed, ignore
+from .blocks import Block, Checked, FileView, OwnedFile, RecordWalk, decompressed, ignore, messages_between
 from .report import Salvage
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ class _Chunk(NamedTuple):
     connections: frozenset[int]
 
 
-class SalvageRos1Reader:
+class SalvageRos1Reader(OwnedFile):
     """Reads a ROS 1 bag without its index: every record that checks out, in receive-time
     order a chunk at a time. The attributes the replay uses are those of rosbags' Reader
     (connections, messages, start_time, end_time); `salvage` tells what was read and lost."""
@@ -143,7 +143,6 @@ class SalvageRos1Reader:
         self.salvage = Salvage(path, "ros1")
         self._chunks: list[_Chunk] = []
         self._blocks: list[Block] = []
-        self._file: Any = None
         self.start_time, self.end_time = 2**63 - 1, 0
 
     def open(self) -> None:
@@ -153,11 +152,6 @@ class SalvageRos1Reader:
         except BaseException:
             self.close()
             raise
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
 
     def _read(self, offset: int, size: int) -> bytes:
         self._file.seek(offset)
@@ -266,9 +260,7 @@ class SalvageRos1Reader:
                  stop: int | None = None) -> Iterator[tuple[Connection, int, bytes]]:
         wanted = {c.id: c for c in (connections or self.connections)}
         blocks = [b for b in self._blocks if wanted.keys() & self._chunks[b.key].connections]
-        for conn, time, data in by_time(blocks, lambda key: self._load(key, wanted)):
-            if (start is None or time >= start) and (stop is None or time < stop):
-                yield conn, time, data
+        yield from messages_between(blocks, lambda key: self._load(key, wanted), start, stop)
 
     def _load(self, key: int, wanted: dict[int, Connection]) -> list[tuple[int, int, tuple[Connection, int, bytes]]]:
         """The wanted messages of a chunk as (receive time, file order, message)."""

@@ -25,7 +25,7 @@ from rosbags.interfaces import Connection, ConnectionExtRosbag2, MessageDefiniti
 from rosbags.rosbag2.errors import ReaderError
 from rosbags.rosbag2.metadata import ReaderMetadata, parse_qos
 
-from .blocks import Block, by_time
+from .blocks import Block, OwnedFile, messages_between
 from .report import Salvage
 
 if TYPE_CHECKING:
@@ -248,7 +248,7 @@ class PageSource:
         return joined[:size] if len(joined) >= size else None
 
 
-class SalvageSqliteReader:
+class SalvageSqliteReader(OwnedFile):
     """rosbags' sqlite3 storage interface (connections, metadata, messages) over a damaged
     .db3: the rows of every intact message page, in timestamp order a block of pages at a
     time. `salvage` tells what was read and what was lost."""
@@ -258,7 +258,6 @@ class SalvageSqliteReader:
         self.connections: list[Connection] = []
         self.metadata = ReaderMetadata(0, 2**63 - 1, 0, 0, None, None, None, None)
         self.salvage = Salvage(self.path, "sqlite3", expected=expected)
-        self._file: Any = None
         self._pages: PageSource | None = None
         self._blocks: list[Block] = []
         self._duplicates: set[tuple[int, int]] = set()  # (page, rowid) of rows already met
@@ -279,11 +278,6 @@ class SalvageSqliteReader:
         except BaseException:
             self.close()
             raise
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
 
     def _topics(self) -> list[Connection]:
         """The topics table (and message definitions), with SQL: their pages come first."""
@@ -368,9 +362,7 @@ class SalvageSqliteReader:
     def messages(self, connections: Collection[Connection], start: int | None = None,
                  stop: int | None = None) -> Iterator[tuple[Connection, int, bytes]]:
         wanted = {c.id: c for c in connections}
-        for conn, time, data in by_time(self._blocks, lambda key: self._load(key, wanted)):
-            if (start is None or time >= start) and (stop is None or time < stop):
-                yield conn, time, data
+        yield from messages_between(self._blocks, lambda key: self._load(key, wanted), start, stop)
 
     def _load(self, group: int, wanted: dict[int, Connection]) -> list[tuple[int, int, tuple[Connection, int, bytes]]]:
         """The wanted rows of a group as (timestamp, rowid, message)."""
