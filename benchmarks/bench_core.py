@@ -1,9 +1,10 @@
 """Our compiled dynamics against Pinocchio, measured in the same run.
 
-Per call on the Panda (taking turns with Pinocchio in short bursts, best of many rounds, so that
-the load of a shared machine reaches both alike) and per sample for a batch of 10,000
-against Pinocchio's 2-thread `rneaInParallel` / `abaInParallel`; then the same for Talos
-(reduced, floating base; Pinocchio with a free-flyer root). Goals: per call <= 1.5x, batch <= 1.0x.
+Per call on the Panda, through the plain functions and through a prepared core.Data (taking
+turns with Pinocchio in short bursts, best of many rounds, so that the load of a shared machine
+reaches both alike) and per sample for a batch of 10,000 against Pinocchio's 2-thread
+`rneaInParallel` / `abaInParallel`; then the same for Talos (reduced, floating base; Pinocchio
+with a free-flyer root). Goals: per call <= 1.5x (<= 1.0x through core.Data), batch <= 1.0x.
 Run: python benchmarks/bench_core.py [--batch N] [--threads T]
 """
 from __future__ import annotations
@@ -68,7 +69,7 @@ def bench_robot(label: str, batch: int, threads: int) -> None:
     path, floating = ROBOT_FILES[label]
     model = core.load_urdf(str(ROBOTS / path), floating_base=floating)
     pin_model = pin.buildModelFromUrdf(str(ROBOTS / path), *([pin.JointModelFreeFlyer()] if floating else []))
-    data = pin_model.createData()
+    data_pin = pin_model.createData()
     order = list(pin_model.names)[2 if floating else 1:]
     rng = np.random.default_rng(0)
     q = rng.uniform(-1, 1, model.n)
@@ -76,7 +77,7 @@ def bench_robot(label: str, batch: int, threads: int) -> None:
     pose = core.pose_from_position_quaternion(rng.normal(size=3), rng.normal(size=4)) if floating else None
     q_pin, v_pin = conversions.to_pinocchio(model, q, v, base_pose=pose, joint_order=order)
     a_pin = rng.normal(size=pin_model.nv)
-    tau_pin = pin.rnea(pin_model, data, q_pin, v_pin, a_pin)
+    tau_pin = pin.rnea(pin_model, data_pin, q_pin, v_pin, a_pin)
     # A wrench on the link of the last joint with its own coordinate (the Panda's second finger is
     # a mimic joint here, a joint of its own in Pinocchio): the link's frame is the joint's in both.
     joint = [name for name in pin_model.names if name in model.joint_names][-1]
@@ -91,20 +92,35 @@ def bench_robot(label: str, batch: int, threads: int) -> None:
     print(f"  per call {'':<13}{'ours us':>10}{'Pinocchio us':>12}{'ratio':>8}")
     cases = [
         ("rnea", lambda: core.rnea(model, q, v, a, base_pose=pose),
-         lambda: pin.rnea(pin_model, data, q_pin, v_pin, a_pin)),
+         lambda: pin.rnea(pin_model, data_pin, q_pin, v_pin, a_pin)),
         ("gravity", lambda: core.gravity(model, q, base_pose=pose),
-         lambda: pin.computeGeneralizedGravity(pin_model, data, q_pin)),
+         lambda: pin.computeGeneralizedGravity(pin_model, data_pin, q_pin)),
         ("aba", lambda: core.aba(model, q, v, a, base_pose=pose),
-         lambda: pin.aba(pin_model, data, q_pin, v_pin, tau_pin)),
+         lambda: pin.aba(pin_model, data_pin, q_pin, v_pin, tau_pin)),
         ("mass_matrix", lambda: core.mass_matrix(model, q, base_pose=pose),
-         lambda: pin.crba(pin_model, data, q_pin)),
+         lambda: pin.crba(pin_model, data_pin, q_pin)),
         ("coriolis_matrix", lambda: core.coriolis_matrix(model, q, v, base_pose=pose),
-         lambda: pin.computeCoriolisMatrix(pin_model, data, q_pin, v_pin)),
+         lambda: pin.computeCoriolisMatrix(pin_model, data_pin, q_pin, v_pin)),
         ("hybrid (half given)", lambda: core.hybrid(model, q, v, a, mask, base_pose=pose), None),
         ("rnea, wrench on 1 link", lambda: core.rnea(model, q, v, a, base_pose=pose, f_ext=f_ext),
-         lambda: pin.rnea(pin_model, data, q_pin, v_pin, a_pin, fext_pin)),
+         lambda: pin.rnea(pin_model, data_pin, q_pin, v_pin, a_pin, fext_pin)),
     ]
     mask = np.arange(model.nv) % 2 == 0
+    data = core.Data(model)  # the prepared path: checks once, writes into data's arrays (docs/api.md)
+    cases += [
+        ("Data.rnea", lambda: data.rnea(q, v, a, base_pose=pose),
+         lambda: pin.rnea(pin_model, data_pin, q_pin, v_pin, a_pin)),
+        ("Data.gravity", lambda: data.gravity(q, base_pose=pose),
+         lambda: pin.computeGeneralizedGravity(pin_model, data_pin, q_pin)),
+        ("Data.aba", lambda: data.aba(q, v, a, base_pose=pose),
+         lambda: pin.aba(pin_model, data_pin, q_pin, v_pin, tau_pin)),
+        ("Data.mass_matrix", lambda: data.mass_matrix(q, base_pose=pose),
+         lambda: pin.crba(pin_model, data_pin, q_pin)),
+        ("Data.coriolis_matrix", lambda: data.coriolis_matrix(q, v, base_pose=pose),
+         lambda: pin.computeCoriolisMatrix(pin_model, data_pin, q_pin, v_pin)),
+        ("Data.rnea, wrench", lambda: data.rnea(q, v, a, base_pose=pose, f_ext=f_ext),
+         lambda: pin.rnea(pin_model, data_pin, q_pin, v_pin, a_pin, fext_pin)),
+    ]
     for name, ours, theirs in cases:
         if theirs is None:
             print(row(name, per_call([ours])[0], None))

@@ -54,6 +54,7 @@ from .constraints import (
     wrench_spread,
     contact_wrench_checks,
 )
+from .data import Data
 from .dynamics import aba, coriolis_matrix, gravity, hybrid, mass_matrix, rnea
 from .derivatives import (
     aba_derivatives,
@@ -82,6 +83,7 @@ __all__ = [
     "mass_matrix",
     "coriolis_matrix",
     "hybrid",
+    "Data",
     "rnea_derivatives",
     "aba_derivatives",
     "hybrid_derivatives",
