@@ -12,9 +12,9 @@ import unittest
 
 import pytest
 
-SKIP_REASON = "ROS 2 is not installed here (no {}): source a ROS 2 workspace to run the node test"
-pytest.importorskip("launch_testing", reason=SKIP_REASON.format("launch_testing"))
-rclpy = pytest.importorskip("rclpy", reason=SKIP_REASON.format("rclpy"))
+from arms import PENDULUM, require_ros
+
+rclpy = require_ros()
 
 import launch  # noqa: E402
 import launch_ros.actions  # noqa: E402
@@ -23,12 +23,7 @@ import launch_testing.asserts  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
-# A point mass m = 2 kg at l = 1 m on a y-axis hinge: tau = m l^2 qdd + m g l sin(q).
-PENDULUM = """<robot name="pendulum"><link name="world"/>
-  <link name="bob"><inertial><origin xyz="0 0 -1"/><mass value="2"/>
-    <inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/></inertial></link>
-  <joint name="swing" type="continuous"><parent link="world"/><child link="bob"/>
-    <axis xyz="0 1 0"/></joint></robot>"""
+# The pendulum: tau = MASS LENGTH^2 qdd + MASS G LENGTH sin(q).
 MASS, LENGTH, G = 2.0, 1.0, 9.81
 
 

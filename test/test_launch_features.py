@@ -15,9 +15,9 @@ import unittest
 
 import pytest
 
-SKIP_REASON = "ROS 2 is not installed here (no {}): source a ROS 2 workspace to run the node test"
-pytest.importorskip("launch_testing", reason=SKIP_REASON.format("launch_testing"))
-rclpy = pytest.importorskip("rclpy", reason=SKIP_REASON.format("rclpy"))
+from arms import A1, A2, ARM, JOINTS, L1, M1, M2, require_ros
+
+rclpy = require_ros()
 
 import launch  # noqa: E402
 import launch_ros.actions  # noqa: E402
@@ -28,19 +28,7 @@ from rcl_interfaces.srv import SetParameters  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 
-# Point masses M1 at A1 below the shoulder and M2 at A2 below the elbow, the elbow L1 below the
-# shoulder; both hinges about y, gravity G along -z.
-M1, A1, L1, M2, A2, G = 1.5, 0.3, 0.5, 1.0, 0.4, 9.81
-ARM = f"""<robot name="arm2"><link name="world"/>
-  <link name="upper"><inertial><origin xyz="0 0 -{A1}"/><mass value="{M1}"/>
-    <inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/></inertial></link>
-  <link name="fore"><inertial><origin xyz="0 0 -{A2}"/><mass value="{M2}"/>
-    <inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/></inertial></link>
-  <joint name="shoulder" type="continuous"><parent link="world"/><child link="upper"/>
-    <axis xyz="0 1 0"/></joint>
-  <joint name="elbow" type="continuous"><parent link="upper"/><child link="fore"/>
-    <origin xyz="0 0 -{L1}"/><axis xyz="0 1 0"/></joint></robot>"""
-JOINTS = ["shoulder", "elbow"]
+G = 9.81  # gravity along -z
 Q = (0.5, -0.3)
 # The payload held by the forearm: mass, centre of mass (x, y, z) in the forearm's frame.
 PAYLOAD_MASS, PAYLOAD_COM = 0.7, (0.1, 0.0, -0.2)

@@ -14,9 +14,9 @@ import unittest
 
 import pytest
 
-SKIP_REASON = "ROS 2 is not installed here (no {}): source a ROS 2 workspace to run the node test"
-pytest.importorskip("launch_testing", reason=SKIP_REASON.format("launch_testing"))
-rclpy = pytest.importorskip("rclpy", reason=SKIP_REASON.format("rclpy"))
+from arms import PENDULUM, require_ros
+
+rclpy = require_ros()
 
 import launch  # noqa: E402
 import launch_ros.actions  # noqa: E402
@@ -26,11 +26,6 @@ from lifecycle_msgs.msg import Transition  # noqa: E402
 from lifecycle_msgs.srv import ChangeState, GetState  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 
-PENDULUM = """<robot name="pendulum"><link name="world"/>
-  <link name="bob"><inertial><origin xyz="0 0 -1"/><mass value="2"/>
-    <inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/></inertial></link>
-  <joint name="swing" type="continuous"><parent link="world"/><child link="bob"/>
-    <axis xyz="0 1 0"/></joint></robot>"""
 NODE = "liedyn_managed"
 
 

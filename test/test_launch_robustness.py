@@ -15,9 +15,9 @@ import unittest
 
 import pytest
 
-SKIP_REASON = "ROS 2 is not installed here (no {}): source a ROS 2 workspace to run the node test"
-pytest.importorskip("launch_testing", reason=SKIP_REASON.format("launch_testing"))
-rclpy = pytest.importorskip("rclpy", reason=SKIP_REASON.format("rclpy"))
+from arms import require_ros
+
+rclpy = require_ros()
 
 import launch  # noqa: E402
 import launch_ros.actions  # noqa: E402
@@ -28,7 +28,8 @@ from rcl_interfaces.srv import SetParameters  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 
-from test_node_robustness import ARM, JOINTS, Q, pin_gravity  # noqa: E402
+from arms import ARM, JOINTS  # noqa: E402
+from test_node_robustness import Q, pin_gravity  # noqa: E402
 
 NODE = "liedyn_robustness"
 TAU_EXT = (1.0, 0.5)  # the push the motors hold the arm against

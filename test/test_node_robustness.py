@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pinocchio as pin
 import pytest
+from arms import ARM, JOINTS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,18 +26,6 @@ from liedyn_ros.pipeline import (
     DiagnosticsReporter, DynamicsPipeline, Level, PipelineConfig, PipelineOutput, SkipReason, config_from_parameters,
 )
 
-# Point masses M1 at A1 below the shoulder and M2 at A2 below the elbow, the elbow L1 below the
-# shoulder, both hinges about y (the launch tests' arm).
-M1, A1, L1, M2, A2 = 1.5, 0.3, 0.5, 1.0, 0.4
-ARM = f"""<robot name="arm2"><link name="world"/>
-  <link name="upper"><inertial><origin xyz="0 0 -{A1}"/><mass value="{M1}"/>
-    <inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/></inertial></link>
-  <link name="fore"><inertial><origin xyz="0 0 -{A2}"/><mass value="{M2}"/>
-    <inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/></inertial></link>
-  <joint name="shoulder" type="continuous"><parent link="world"/><child link="upper"/>
-    <axis xyz="0 1 0"/></joint>
-  <joint name="elbow" type="continuous"><parent link="upper"/><child link="fore"/>
-    <origin xyz="0 0 -{L1}"/><axis xyz="0 1 0"/></joint></robot>"""
 # A floating body (a box) with a pendulum: a floating base whose inertia is never singular.
 FLOATING = """<robot name="hopper"><link name="body"><inertial><mass value="4.0"/>
     <inertia ixx="0.1" ixy="0" ixz="0" iyy="0.2" iyz="0" izz="0.15"/></inertial></link>
@@ -44,7 +33,6 @@ FLOATING = """<robot name="hopper"><link name="body"><inertial><mass value="4.0"
     <inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.002"/></inertial></link>
   <joint name="hip" type="revolute"><parent link="body"/><child link="leg"/><origin xyz="0.1 0 0"/>
     <axis xyz="0 1 0"/><limit lower="-2" upper="2" effort="50" velocity="10"/></joint></robot>"""
-JOINTS = ["shoulder", "elbow"]
 Q = np.array([0.5, -0.3])
 GAIN = 50.0  # observer_gain's default
 MS = 1_000_000  # ns
