@@ -20,7 +20,7 @@ from ..model import Model
 from .parameters import parameter_labels
 from .regressor import regressor
 
-__all__ = ["BaseParameters", "base_parameters"]
+__all__ = ["BaseParameters", "base_parameters", "independent_columns"]
 
 
 @dataclass(frozen=True)
@@ -59,13 +59,21 @@ def base_parameters(model: Model, samples: int = 200, seed: int = 0, tol: float 
 
         pose = exp_se3(rng.standard_normal((samples, 6)))
     Y = regressor(model, q, v, a, base_pose=pose).reshape(-1, 10 * (model.nb + model.floating_base))
-    s = np.maximum(np.linalg.norm(Y, axis=0), 1e-300)
-    W = Y / s  # scale-free rank decision
-    _, R, E = scipy.linalg.qr(W, mode="economic", pivoting=True)
+    independent, dependent, beta = independent_columns(Y, tol)
+    labels = parameter_labels(model)
+    return BaseParameters(independent, dependent, beta, tuple(labels[i] for i in independent))
+
+
+def independent_columns(W: np.ndarray, tol: float = 1e-8) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(independent, dependent, beta) of the columns of W (rows, p): W[:, dependent] = W[:, independent] beta.
+
+    The rank is decided on the unit-scaled columns (scale-free); zero columns are dependent.
+    """
+    s = np.maximum(np.linalg.norm(W, axis=0), 1e-300)
+    _, R, E = scipy.linalg.qr(W / s, mode="economic", pivoting=True)
     d = np.abs(np.diag(R))
     r = int(np.sum(d > tol * d[0]))
     beta = scipy.linalg.solve_triangular(R[:r, :r], R[:r, r:])
-    # undo the column scaling: Y_2 / s_2 = Y_1 / s_1 beta  =>  Y_2 = Y_1 diag(s_1)^-1 beta diag(s_2)
+    # undo the column scaling: W_2 / s_2 = W_1 / s_1 beta  =>  W_2 = W_1 diag(s_1)^-1 beta diag(s_2)
     beta = beta / s[E[:r], None] * s[None, E[r:]]
-    labels = parameter_labels(model)
-    return BaseParameters(E[:r].copy(), E[r:].copy(), beta, tuple(labels[i] for i in E[:r]))
+    return E[:r].copy(), E[r:].copy(), beta
