@@ -1,9 +1,10 @@
 """Constrained forward dynamics (constrained_aba) against Pinocchio's constraintDynamics, same run.
 
-Per call on Solo12 with four point contacts and Talos (reduced) with two flat feet: our
-compiled path and Pinocchio's constraintDynamics (initConstraintDynamics done once, proximal
-settings with mu = 0 and one iteration: the exact KKT solve), taking turns in short bursts, best
-of many rounds (bench_core.per_call). Goal: ratio <= 1.5.
+Per call on Solo12 with four point contacts, Talos (reduced) and Unitree G1 with two flat feet:
+our compiled path (the plain function, and a core.Data's method) and Pinocchio's
+constraintDynamics (initConstraintDynamics done once, proximal settings with mu = 0 and one
+iteration: the exact KKT solve), taking turns in short bursts, best of many rounds
+(bench_core.per_call). Goal: ratio <= 1.5 (<= 1.0 through core.Data).
 Then the cost over n and m: a floating body with L three-joint legs (n = 3 L), k feet down
 (m = 3 k point contacts): Kim's O(n) + O(m^3), ours against Pinocchio's.
 Run: python benchmarks/bench_constraints.py
@@ -53,6 +54,11 @@ class Case:
         return lambda: core.constrained_aba(self.model, self.q, self.v, self.tau, self.cs, base_pose=self.pose,
                                             active=active)
 
+    def prepared(self):
+        """The same call through a core.Data made once (docs/api.md, 'Fast repeated calls')."""
+        data = core.Data(self.model)
+        return lambda: data.constrained_aba(self.q, self.v, self.tau, self.cs, base_pose=self.pose)
+
     def theirs(self):
         return lambda: pin.constraintDynamics(self.pin_model, self.data, self.q_pin, self.v_pin, self.tau_pin,
                                               self.pin_models, self.pin_datas, self.prox)
@@ -96,12 +102,16 @@ def main() -> None:
                 [core.Contact(f) for f in ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")], rng)
     talos = Case((robots / "talos_data/robots/talos_reduced.urdf").read_text(),
                  [core.Contact("left_sole_link", "flat"), core.Contact("right_sole_link", "flat")], rng)
-    print("constrained_aba per call vs Pinocchio constraintDynamics")
-    print(f"  {'robot':<28}{'m':>4}{'ours us':>10}{'Pinocchio us':>14}{'ratio':>8}{'|a - a_pin|':>13}")
-    for label, case in (("solo12, 4 point contacts", solo), ("talos reduced, 2 flat feet", talos)):
-        ours, theirs = per_call([case.ours(), case.theirs()])
-        print(f"  {label:<28}{case.cs.m:>4}{ours * 1e6:>10.2f}{theirs * 1e6:>14.2f}{ours / theirs:>8.2f}"
-              f"{case.check():>13.1e}")
+    g1 = Case((robots / "g1_description/urdf/g1_29dof_rev_1_0.urdf").read_text(),
+              [core.Contact("left_ankle_roll_link", "flat"), core.Contact("right_ankle_roll_link", "flat")], rng)
+    print("constrained_aba per call vs Pinocchio constraintDynamics (plain function, and through a core.Data)")
+    print(f"  {'robot':<28}{'m':>4}{'ours us':>10}{'Data us':>9}{'Pinocchio us':>14}{'ratio':>7}{'Data':>6}"
+          f"{'|a - a_pin|':>13}")
+    for label, case in (("solo12, 4 point contacts", solo), ("talos reduced, 2 flat feet", talos),
+                        ("g1 29-dof, 2 flat feet", g1)):
+        ours, prepared, theirs = per_call([case.ours(), case.prepared(), case.theirs()])
+        print(f"  {label:<28}{case.cs.m:>4}{ours * 1e6:>10.2f}{prepared * 1e6:>9.2f}{theirs * 1e6:>14.2f}"
+              f"{ours / theirs:>7.2f}{prepared / theirs:>6.2f}{case.check():>13.1e}")
 
     print("\ncost over n (3 L joints) and m (3 per foot down): ours us / Pinocchio us")
     feet_down = (1, 2, 4, 8, 16)

@@ -10,6 +10,7 @@ import pytest
 
 from liedyn_ros import core
 from liedyn_ros.core import dynamics
+from liedyn_ros.core.constraints import forward
 from robots import assert_close, case, pin_aba, pin_coriolis, pin_gravity, pin_mass_matrix, pin_rnea, pose_arg, \
     random_state
 
@@ -17,14 +18,16 @@ CASES = ("panda", "panda_arm", "ur5", "solo12", "talos", "talos_mimic")
 SAMPLES = 3
 
 
+def refuse(*args, **kwargs):
+    raise AssertionError("Data fell back to the plain function")
+
+
 @pytest.fixture
 def compiled_only(monkeypatch):
     """The plain functions raise: the values checked come from the prepared path itself."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("Data fell back to the plain function")
-
     for name in ("rnea", "aba", "gravity", "mass_matrix", "coriolis_matrix", "hybrid"):
         monkeypatch.setattr(dynamics, name, refuse)
+    monkeypatch.setattr(forward, "constrained_aba", refuse)
 
 
 def states(name: str, seed: int):
@@ -161,3 +164,46 @@ def test_batches_and_non_models_are_refused() -> None:
         data.rnea(np.zeros((2, FIXED.n)), np.zeros(FIXED.nv), np.zeros(FIXED.nv))
     with pytest.raises(TypeError, match="model: expected a liedyn_ros.core.Model"):
         core.Data("robot.urdf")
+
+
+@pytest.mark.parametrize("name", ["solo12", "talos"])
+def test_constrained_aba_equals_pinocchio(name: str, compiled_only) -> None:
+    """a and lam against Pinocchio's constraintDynamics (exact KKT solve), two constraint sets in turn
+    on one Data (lam follows the set's size)."""
+    import pinocchio as pin
+    from test_constraints_pinocchio import FEET, _pin_constraints, _pin_lambda
+
+    t = case(name)
+    sets = ([[core.Contact(f) for f in FEET], [core.Contact(f) for f in FEET[:3]]] if name == "solo12" else
+            [[core.Contact("left_sole_link", "flat"), core.Contact("right_sole_link", "flat")],
+             [core.Contact("left_sole_link", "flat")]])
+    data = core.Data(t.model)
+    rng = np.random.default_rng(5)
+    for constraints in sets * 2:
+        q, v, _ = random_state(t.model, rng)
+        T, tau = pose_arg(t.model, rng), rng.normal(size=t.model.nv) * 5
+        a, lam = data.constrained_aba(q, v, tau, constraints, base_pose=T, tol=np.inf)
+        assert a is data.a and lam is data.lam
+        pin_models, pin_datas = _pin_constraints(t, constraints)
+        pd = t.pin_model.createData()
+        pin.initConstraintDynamics(t.pin_model, pd, pin_models, pin_datas)
+        q_pin, E = t.to_pin(q, T)
+        a_pin = pin.constraintDynamics(t.pin_model, pd, q_pin, E @ v, np.linalg.solve(E.T, tau), pin_models,
+                                       pin_datas, pin.ProximalSettings(1e-14, 0.0, 1))
+        assert_close(a, np.linalg.solve(E, a_pin), 1e-9, f"{name}: a")
+        assert_close(lam, _pin_lambda(constraints, pd.lambda_c), 1e-9, f"{name}: lam")
+
+
+def test_constrained_aba_errors_are_the_plain_functions() -> None:
+    contacts = [core.Contact("FL_FOOT"), core.Contact("FR_FOOT")]
+    q, v, tau = zeros(FLOATING)
+    data = core.Data(FLOATING)
+    for args, kwargs in [((q, v, tau, contacts), {}),  # no base pose
+                         ((q, v, tau, contacts), {"base_pose": np.eye(4), "active": np.ones(3, bool)}),
+                         ((q, v, tau, [core.Contact("nowhere")]), {"base_pose": np.eye(4)}),
+                         ((q, np.full(FLOATING.nv, np.nan), tau, contacts), {"base_pose": np.eye(4)}),
+                         ((q, np.ones(FLOATING.nv), tau, contacts), {"base_pose": np.eye(4)})]:  # |A v| > tol
+        want_type, want_message = plain_error(core.constrained_aba, FLOATING, *args, **kwargs)
+        with pytest.raises(want_type) as info:
+            data.constrained_aba(*args, **kwargs)
+        assert str(info.value) == want_message

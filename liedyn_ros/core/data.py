@@ -15,6 +15,8 @@ import numpy as np
 
 from . import dynamics
 from .checks import check_model
+from .constraints import forward
+from .constraints.description import constraint_set
 from .dynamics import sample_wrenches
 from .fast import OK, fast_model
 from .fast.entry import single
@@ -22,6 +24,8 @@ from .model import Model
 from .reference.hybrid import _mask as check_prescribed
 
 __all__ = ["Data"]
+
+TOL = 1e-6  # constrained_aba's default tolerance of |A v| (the plain function's)
 
 
 class Data:
@@ -36,6 +40,8 @@ class Data:
     - ``mass_matrix(q, *, base_pose=None)`` -> ``M`` (nv, nv)
     - ``coriolis_matrix(q, v, *, base_pose=None)`` -> ``C`` (nv, nv)
     - ``hybrid(q, v, a_or_tau, prescribed, *, base_pose=None, f_ext=None)`` -> ``(tau, a)``
+    - ``constrained_aba(q, v, tau, constraints, *, base_pose=None, active=None, baumgarte=None,
+      tol=1e-6)`` -> ``(a, lam)``, lam (m,) of the constraint set (a new array when the set changes)
 
     Arguments as numpy float64 vectors take the fast path; anything else gives the plain
     function's answer or its error. The calls of one model share its compiled workspace and hold
@@ -52,6 +58,9 @@ class Data:
         self._handle, self._fixed, self._identity, self._free = fm.handle, fm.fixed, fm.identity, fm.free
         self._scratch = np.zeros(nv)  # aba's tau, which its kernel writes too
         self._f_body, self._f_base = np.zeros((1, model.nb, 6)), np.zeros((1, 6))
+        # constrained_aba: the last constraint set, its compiled arrays and lam; the default (kp, kd, tol)
+        self._cs, self._fc, self.lam = None, None, np.zeros(0)
+        self._params = forward.kernel_parameters(None, TOL)
 
     def rnea(self, q, v, a, *, base_pose=None, f_ext=None) -> np.ndarray:
         """core.rnea of one sample into (and returning) ``self.tau``."""
@@ -134,6 +143,32 @@ class Data:
                 pass
         tau, a = dynamics.hybrid(self.model, q, v, a_or_tau, mask, base_pose=base_pose, f_ext=f_ext)
         return _copy_into(self.tau, tau, "hybrid"), _copy_into(self.a, a, "hybrid")
+
+    def constrained_aba(self, q, v, tau, constraints, *, base_pose=None, active=None, baumgarte=None,
+                        tol: float = TOL) -> tuple[np.ndarray, np.ndarray]:
+        """core.constrained_aba of one sample into (and returning) ``(self.a, self.lam)``."""
+        cs = constraints if constraints is self._cs else self._use(constraints)
+        fc = self._fc
+        params = self._params if baumgarte is None and tol is TOL else forward.kernel_parameters(baumgarte, tol)
+        if fc is not None and params is not None and (base_pose is None) is self._fixed:
+            try:
+                if single.constrained_aba_one(self._handle, fc.ci, fc.cf, fc.scratch, q, v, tau,
+                                              self._identity if base_pose is None else base_pose,
+                                              fc.all_active if active is None else active, params, self.a,
+                                              self.lam) == OK:
+                    return self.a, self.lam
+            except TypeError:
+                pass
+        a, lam = forward.constrained_aba(self.model, q, v, tau, cs, base_pose=base_pose, active=active,
+                                         baumgarte=baumgarte, tol=tol)
+        return _copy_into(self.a, a, "constrained_aba"), _copy_into(self.lam, lam, "constrained_aba")
+
+    def _use(self, constraints):
+        """The constraint set of `constraints` (checked), with its own lam, for the calls that follow."""
+        cs = constraint_set(self.model, constraints)
+        if cs is not self._cs:
+            self._cs, self._fc, self.lam = cs, cs._fast, np.zeros(cs.m)
+        return cs
 
     def _wrenches(self, f_ext) -> bool:
         """f_ext into the Data's wrench buffers (body frames); False when the plain path must handle it."""

@@ -81,7 +81,7 @@ _ndarray = np.ndarray
 _PARAMS: dict = {}
 
 
-def _params(baumgarte, tol) -> np.ndarray | None:
+def kernel_parameters(baumgarte, tol) -> np.ndarray | None:
     """The kernel's (kp, kd, tol), one array per distinct value (the kernel only reads it); None if invalid."""
     key = (baumgarte, tol) if baumgarte is None or type(baumgarte) is tuple else None
     out = _PARAMS.get(key) if key is not None else None
@@ -101,7 +101,7 @@ def _params(baumgarte, tol) -> np.ndarray | None:
 def _fast(model: Model, cs, q, v, tau, base_pose, active, baumgarte, tol):
     """The compiled path for contacts: (a, lam), or None to let the reference answer (or raise)."""
     fm, fc = fast_model(model), cs._fast
-    params = _params(baumgarte, tol)
+    params = kernel_parameters(baumgarte, tol)
     if params is None:
         return None
     T = fm.identity if base_pose is None else base_pose
