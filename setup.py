@@ -42,6 +42,8 @@ setup(
         "fleet": ["dask[distributed]>=2024.1", "duckdb>=1.0", "pyarrow>=14"],
         # scripts/survey_urdfs.py expands xacro files without a ROS install
         "survey": ["xacro>=2.0"],
+        # benchmarks/bench_figaroh.py: the identification beside FIGAROH's on the same recordings
+        "figaroh": ["figaroh>=1.0", "pin>=3.0", "example-robot-data>=4.1", "mujoco>=3.0"],
     },
     zip_safe=True,
     maintainer="liedyn_ros developers",
