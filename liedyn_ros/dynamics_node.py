@@ -261,7 +261,7 @@ class DynamicsNode(Node):
         factory = OutputMessageFactory(self._classes, model, config)
         logger = self.get_logger()
         pipeline = DynamicsPipeline(dynamics.model, config, log=lambda text: logger.warning(text),
-                                    friction=dynamics.friction)
+                                    friction=dynamics.friction, drive=dynamics.drive)
         return dynamics, config, factory, pipeline
 
     def _build(self, description: str) -> None:

@@ -46,13 +46,15 @@ class MomentumObserver:
     after `reset`: the integral cannot bridge a stretch without samples. None: never.
     friction: the joints' friction model (`Friction`, issue 13); its torque at the measured joint
     velocities, the part of the motor torque friction takes, is taken off tau. A payload enters
-    through the model (`with_payload`).
+    through the model (`with_payload`). armature: the rotors' inertia on the diagonal of M (n,)
+    (core.identification.Drive), so p = (M + diag(armature)) v; C is unchanged (a constant).
     `update` takes the samples in time order; `reset` starts over (say, on a model change). A
     sample whose momentum terms overflow (a velocity of 1e154 is finite, its square is not) raises
     ValueError and leaves the observer as it was: one such sample never poisons the later ones.
     """
 
-    def __init__(self, model: Model, gain, *, max_gap: float | None = None, friction: Friction | None = None) -> None:
+    def __init__(self, model: Model, gain, *, max_gap: float | None = None, friction: Friction | None = None,
+                 armature=None) -> None:
         K = np.asarray(gain, dtype=float)
         if K.ndim > 1 or (K.ndim == 1 and K.shape != (model.nv,)):
             raise ValueError(f"gain: expected one value or one per coordinate ({model.nv},), got shape {K.shape}")
@@ -66,6 +68,8 @@ class MomentumObserver:
         if friction is not None and friction.coulomb.shape != (model.n,):
             raise ValueError(f"friction: expected parameters for the {model.n} joints, got {friction.coulomb.shape[0]}")
         self.friction = friction
+        # None: no rotor inertia (the compiled step); else the general path adds it to p
+        self.armature = None if armature is None or not np.any(armature) else check_vector("armature", armature, model.n)
         # The compiled step's friction rows (Coulomb, viscous, offset, smoothing), its state
         # (p, beta, r of the last sample, scratch g, p, beta) and scratch M, C.
         n, nv = model.n, model.nv
@@ -113,7 +117,7 @@ class MomentumObserver:
         r are self._p, self._beta and self.residual after such a step."""
         fm = fast_model(self.model)
         T = fm.identity if base_pose is None else base_pose
-        if not (type(q) is _ndarray and type(v) is _ndarray and type(tau) is _ndarray and type(T) is _ndarray
+        if not (self.armature is None and type(q) is _ndarray and type(v) is _ndarray and type(tau) is _ndarray and type(T) is _ndarray
                 and q.ndim == 1 and (base_pose is None) is fm.fixed and type(t) in _SCALARS):
             return None
         t = float(t)
@@ -179,11 +183,14 @@ class MomentumObserver:
         return r
 
     def _momentum_terms(self, q, v, tau, base_pose) -> tuple[np.ndarray, np.ndarray]:
-        """p = M v and beta = tau - tau_f(qd) + C^T v - g, each (..., nv)."""
+        """p = (M + diag(armature)) v and beta = tau - tau_f(qd) + C^T v - g, each (..., nv)."""
         model = self.model
         tau = check_vector("tau", tau, model.nv)
         v = np.asarray(v, dtype=float)  # checked by coriolis_matrix
         M = mass_matrix(model, q, base_pose=base_pose)
+        if self.armature is not None:
+            j = np.arange(model.nv - model.n, model.nv)
+            M[..., j, j] += self.armature
         C = coriolis_matrix(model, q, v, base_pose=base_pose)
         g = gravity(model, q, base_pose=base_pose)
         if self.friction is not None:

@@ -68,6 +68,7 @@ def compute_outputs(
     ff_state: tuple[FloatArray, FloatArray] | None = None,
     friction: core.Friction | None = None,
     algorithms: Any = None,
+    armature: FloatArray | None = None,
 ) -> DynamicsOutputs:
     """Feedforward, gravity and predicted accelerations, batched over leading dimensions.
 
@@ -80,18 +81,24 @@ def compute_outputs(
     takes the core's single-sample fast path (the node's case). ``friction`` adds its torque
     at the feedforward's joint velocities to tau_ff (friction compensation) and takes its torque at
     the measured joint velocities off the efforts the predictions start from (a motor's effort
-    is what the bodies and the friction take together, as in the observer). ``algorithms``
-    supplies rnea, gravity and aba: the core (compiled kernels, None), or ``core.reference``
-    (the same results, no compilation) while the kernels are being built.
+    is what the bodies and the friction take together, as in the observer). ``armature`` (n,)
+    (core.identification.Drive): the rotors' inertia on the diagonal of M, in tau_ff
+    (+ armature * qdd) and in the predictions ((M + diag(armature)) qdd = tau - h). ``algorithms``
+    supplies rnea, gravity, aba and mass_matrix: the core (compiled kernels, None), or
+    ``core.reference`` (the same results, no compilation) while the kernels are being built.
     """
     algorithms = core if algorithms is None else algorithms
     q_ff, v_ff = (q, v) if ff_state is None else ff_state
     tau_ff_full = algorithms.rnea(model, q_ff, v_ff, a, base_pose=base_pose)
     if friction is not None:
         tau_ff_full[..., model.nv - model.n:] += core.friction_torque(friction, v_ff[..., model.nv - model.n:])
+    if armature is not None:
+        tau_ff_full[..., model.nv - model.n:] += armature * a[..., model.nv - model.n:]
     tau_g_full = algorithms.gravity(model, q, base_pose=base_pose)
     net = None if effort is None else rigid_body_effort(model, v, effort, friction)
     acc_full = _predict_accelerations(model, q, v, net, base_pose, algorithms)
+    if armature is not None and acc_full is not None:
+        acc_full = _with_armature(model, q, acc_full, base_pose, armature, algorithms)
     if not model.floating_base:
         return DynamicsOutputs(tau_ff_full, tau_g_full, acc_full)
     return DynamicsOutputs(
@@ -132,6 +139,23 @@ def _predict_accelerations(
             base_pose=None if base_pose is None else base_pose[valid],
         )
     return out
+
+
+def _with_armature(model: Any, q: FloatArray, acc: FloatArray, base_pose: FloatArray | None, armature: FloatArray,
+                   algorithms: Any) -> FloatArray:
+    """The accelerations with the rotors' inertia, from aba's acc = M^-1 (tau - h):
+    (M + diag(armature)) a = M acc, batched (NaN rows stay NaN)."""
+    rows = acc.reshape(-1, model.nv)
+    ok = np.isfinite(rows).all(axis=-1)
+    out = rows.copy()
+    if ok.any():
+        pose = None if base_pose is None else np.reshape(base_pose, (-1, 4, 4))[ok]
+        M = algorithms.mass_matrix(model, np.reshape(q, (-1, model.n))[ok], base_pose=pose)
+        Ma = M.copy()
+        j = np.arange(model.nv - model.n, model.nv)
+        Ma[:, j, j] += armature
+        out[ok] = np.linalg.solve(Ma, M @ rows[ok][..., None])[..., 0]
+    return out.reshape(acc.shape)
 
 
 def prepare_kernels(model: Any, *, batch: bool = False) -> float:

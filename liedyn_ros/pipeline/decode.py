@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import array
 import math
-from typing import Any, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
 
 from liedyn_ros.pipeline.config import NS_PER_S, FloatArray, Model, SkipReason
+
+if TYPE_CHECKING:
+    from liedyn_ros.core.identification import Drive
 
 
 class JointSample(NamedTuple):
@@ -121,10 +124,17 @@ class JointStateDecoder:
 
     _CACHE_LIMIT = 32  # a publisher that changes its name list every message must not grow memory
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, drive: Drive | None = None) -> None:
         self._joint_names = tuple(model.joint_names)
         self._n = len(self._joint_names)
         self._match_cache: dict[tuple[str, ...], _NameMatch | SkipReason] = {}
+        # published efforts -> joint torques (motor currents, gear ratios, coupled joints): the
+        # one place where node and replay convert them; None: they are joint torques
+        self.drive = drive
+
+    def joint_torques(self, effort: FloatArray) -> FloatArray:
+        """Published efforts (..., n), model order, as joint torques (core.identification.Drive)."""
+        return effort if self.drive is None else self.drive.joint_torque(effort)
 
     @property
     def joint_names(self) -> tuple[str, ...]:
@@ -185,7 +195,7 @@ class JointStateDecoder:
         header = msg.header
         return JointSample(
             stamp_to_ns(header.stamp), str(header.frame_id), values[:n], values[n : 2 * n],
-            values[2 * n :] if n_effort else None,
+            self.joint_torques(values[2 * n :]) if n_effort else None,
         )
 
     def decode_arrays(self, arrays: JointStateArrays) -> JointBlock | SkipReason:
@@ -206,6 +216,7 @@ class JointStateDecoder:
         if n_effort:
             effort = arrays.effort.take(idx, axis=-1)
             total = total + effort.sum(axis=-1)
+            effort = self.joint_torques(effort)
         # As in decode: a row with a non-finite model-joint value has a non-finite sum.
         finite = np.asarray(np.isfinite(total), dtype=np.bool_)
         return JointBlock(arrays.stamp_ns, arrays.frame_id, q, qd, effort, finite)

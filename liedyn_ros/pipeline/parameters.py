@@ -78,6 +78,7 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
 _LOWER_BOUNDS = {
     "friction_coulomb": 0.0,  # negative friction would push the joint along
     "friction_viscous": 0.0,
+    "armature": 0.0,  # a rotor's inertia
 }
 _LENGTHS = {"gravity": 3}
 
@@ -129,6 +130,9 @@ def check_parameters(values: Mapping[str, Any], joint_names: Sequence[str] = ())
     typed = {name: _typed(name, value, PARAMETERS[name][0]) for name, value in values.items()}
     for name, value in typed.items():
         _check_range(name, value, joint_names)
+    if any(typed.get("armature", ())) and (any(typed.get("contact_links", ())) or any(typed.get("loop_closures", ()))):
+        raise ParameterError("armature: not supported together with contact_links or loop_closures yet (the "
+                             "constrained paths have no rotor inertia); leave armature at [0.0] there")
     try:
         config = config_from_parameters({k: v for k, v in typed.items() if k not in DYNAMICS_PARAMETERS})
     except ValueError as err:

@@ -149,10 +149,11 @@ class DynamicsPipeline:
         log: Logger = lambda text: None,
         clock: Callable[[], float] = time.monotonic,
         friction: Any = None,
+        drive: Any = None,
     ) -> None:
-        self._dynamics = Dynamics(model, friction)
+        self._dynamics = Dynamics(model, friction, drive)
         self.config = config or PipelineConfig()
-        self.decoder = JointStateDecoder(model)
+        self.decoder = JointStateDecoder(model, drive)
         self.stats = PipelineStats()
         self.base_frame = self.config.base_link or str(model.root_link)
         self._log = log
@@ -212,13 +213,14 @@ class DynamicsPipeline:
         observer = self._new_observer(dynamics)  # starts over: its integral belongs to the old model
         bound, _ = _effort_bound(dynamics.model, self.config.effort_limit_factor)
         self._dynamics, self._observer, self.collision, self._effort_bound = dynamics, observer, None, bound
+        self.decoder.drive = dynamics.drive
 
     def _new_observer(self, dynamics: Dynamics) -> core.MomentumObserver:
         """The momentum observer of this model; the friction compensated (if any) is taken off
         the measured effort too."""
         cfg = self.config
         return core.MomentumObserver(dynamics.model, cfg.observer_gain, max_gap=cfg.observer_max_gap,
-                                     friction=dynamics.friction)
+                                     friction=dynamics.friction, armature=_armature(dynamics))
 
     # -- inputs -----------------------------------------------------------------------
 
@@ -449,24 +451,25 @@ class DynamicsPipeline:
     ) -> DynamicsOutputs:
         """compute_outputs (compute_contact_outputs with contacts); a model without forward
         dynamics keeps its torques, not its predictions."""
-        model, friction = self._dynamics  # read once: a swap in between cannot mix two models
+        dynamics = self._dynamics  # read once: a swap in between cannot mix two models
         if not self._no_forward_dynamics:
             try:
-                return self._outputs(model, friction, sample.q, v, a, sample.effort, pose, ff_state, active)
+                return self._outputs(dynamics, sample.q, v, a, sample.effort, pose, ff_state, active)
             except SingularInertiaError as exc:  # a property of the model, not of the sample
                 self._forget_forward_dynamics(exc)
-        return self._outputs(model, friction, sample.q, v, a, None, pose, ff_state, active)
+        return self._outputs(dynamics, sample.q, v, a, None, pose, ff_state, active)
 
     def _outputs(
-        self, model: Any, friction: Any, q: FloatArray, v: FloatArray, a: FloatArray, effort: FloatArray | None,
+        self, dynamics: Dynamics, q: FloatArray, v: FloatArray, a: FloatArray, effort: FloatArray | None,
         pose: FloatArray | None, ff_state: tuple[FloatArray, FloatArray] | None, active: np.ndarray | None,
     ) -> DynamicsOutputs:
+        model, friction = dynamics.model, dynamics.friction
         if self.loops is not None:
             out = compute_loop_outputs(model, self.loops, q, v, a, effort, pose, active,
                                        solution=self.config.contact_solution, ff_state=ff_state, friction=friction)
         elif self.contacts is None or active is None:
             return compute_outputs(model, q, v, a, effort, pose, ff_state=ff_state, friction=friction,
-                                   algorithms=self._algorithms())
+                                   algorithms=self._algorithms(), armature=_armature(dynamics))
         else:
             out = compute_contact_outputs(model, self.contacts, q, v, a, effort, pose, active,
                                           solution=self.config.contact_solution, ff_state=ff_state, friction=friction,
@@ -576,7 +579,7 @@ class DynamicsPipeline:
         long); returns the seconds it took. A model without forward dynamics is found here,
         logged once, and gives torques only."""
         start = time.perf_counter()
-        model, friction = self._dynamics
+        model, friction = self._dynamics.model, self._dynamics.friction
         q, v = np.zeros(model.n), np.zeros(model.nv)  # a robot at rest, all contacts down
         pose = np.eye(4) if self._floating else None
         try:
@@ -661,3 +664,9 @@ class DynamicsPipeline:
             ),
         }
         return texts.get(reason, reason.value)
+
+
+def _armature(dynamics: Dynamics) -> FloatArray | None:
+    """The rotors' inertia of the drive, None without one (the contact and loop paths refuse it:
+    parameters.check_parameters)."""
+    return None if dynamics.drive is None or not dynamics.drive.armature.any() else dynamics.drive.armature

@@ -64,8 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sg-order", type=int, default=SG_ORDER, metavar="P",
                    help="Savitzky-Golay polynomial order (default %(default)s)")
     p.add_argument("--identify", action="append", nargs="+", default=[], metavar="WHAT",
-                   help="fit 'friction', 'payload LINK' or 'inertia' (repeatable) on the first 70%% of the "
-                   "samples within --start/--end, validate on the rest; writes DIR/identified.yaml for the node")
+                   help="fit 'friction', 'payload LINK', 'inertia', 'armature' (rotor inertia) or 'effort_scale' "
+                   "(torque constants, relative to --params' effort_torque_constant) (repeatable) on the first 70%% of "
+                   "the samples within --start/--end, validate on the rest; writes DIR/identified.yaml for the node")
     p.add_argument("--identify-min-speed", type=float, default=MIN_SPEED, metavar="V",
                    help="--identify leaves out a joint's rows while it moves slower than V rad/s or m/s "
                    "(at rest it holds any static friction; default %(default)s)")

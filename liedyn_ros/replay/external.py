@@ -61,16 +61,18 @@ class ObserverSettings:
 class ExternalTorque:
     """Feeds each block to the observer and the event detector; keeps the events. `friction`:
     the joint friction --params compensates (friction_compensation), taken off the measured
-    torque as the node does."""
+    torque as the node does; `armature`: --params' rotor inertia, in the momentum as the node's."""
 
-    def __init__(self, model: Any, settings: ObserverSettings, friction: core.Friction | None = None) -> None:
+    def __init__(self, model: Any, settings: ObserverSettings, friction: core.Friction | None = None,
+                 armature: NDArray[np.float64] | None = None) -> None:
         if len(settings.threshold) not in (1, model.n):
             raise ReplayError(f"--collision-threshold takes one value or {model.n} (one per joint), "
                               f"got {len(settings.threshold)}")
         self.model = model
         self.settings = settings
         self.threshold = np.broadcast_to(np.asarray(settings.threshold, dtype=float), (model.n,))
-        self.observer = core.MomentumObserver(model, settings.gain, max_gap=settings.max_gap, friction=friction)
+        self.observer = core.MomentumObserver(model, settings.gain, max_gap=settings.max_gap, friction=friction,
+                                              armature=armature)
         self.events: list[core.Collision] = []
         self.ongoing: core.Collision | None = None
         self.at_limit: dict[int, int] = {}  # event start_ns: samples of the event with a joint at a limit

@@ -1,4 +1,6 @@
-"""`--identify friction|payload LINK|inertia`: the fit of core.identification on a replayed bag.
+"""`--identify friction|payload LINK|inertia|armature|effort_scale`: the fit of core.identification on a
+replayed bag (armature and effort_scale: the drive's rotor inertia and torque constants, relative to
+--params' effort_* values, with which the efforts were converted to joint torques).
 
 Before the replay, `survey` reads the joint samples once (no dynamics) to place the split: the
 first 70% of the samples inside --start/--end fit, the rest validate; too few moving samples
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from liedyn_ros.core.identification import Recorded
+from liedyn_ros.core.identification import Drive, Recorded
 from liedyn_ros.core.identification.fit import IdentificationProblem, IdentificationResult, NormalEquations, identify
 from liedyn_ros.pipeline.payload import dynamics_from
 
@@ -42,24 +44,30 @@ MIN_VALIDATION_ROWS = 10
 PLOT_POINTS = 2000
 
 
-def parse_targets(model: Any, targets: Sequence[Sequence[str]], min_speed: float = MIN_SPEED) -> IdentificationProblem:
-    """The problem of the --identify arguments, e.g. [["friction"], ["payload", "tool0"]]."""
-    friction = inertia = False
+KINDS = ("friction", "inertia", "armature", "effort_scale")
+
+
+def parse_targets(model: Any, targets: Sequence[Sequence[str]], min_speed: float = MIN_SPEED,
+                  drive: Drive | None = None) -> IdentificationProblem:
+    """The problem of the --identify arguments, e.g. [["friction"], ["payload", "tool0"]];
+    `drive`: the one --params converts the efforts with (None: they are joint torques)."""
+    chosen: set[str] = set()
     link = None
     for words in targets:
         kind, rest = words[0], list(words[1:])
-        if kind in ("friction", "inertia") and not rest:
-            friction, inertia = friction or kind == "friction", inertia or kind == "inertia"
+        if kind in KINDS and not rest:
+            chosen.add(kind)
         elif kind == "payload" and len(rest) == 1:
             link = rest[0]
         else:
-            raise ReplayError(f"--identify {' '.join(words)}: expected 'friction', 'payload LINK' or 'inertia'")
+            raise ReplayError(f"--identify {' '.join(words)}: expected 'payload LINK' or one of {', '.join(KINDS)}")
     if importlib.util.find_spec("cvxpy") is None:  # say so now, not after the whole replay
         raise ReplayError("--identify needs cvxpy (a dependency of liedyn_ros): pip install cvxpy")
     if not (np.isfinite(min_speed) and min_speed >= 0):
         raise ReplayError(f"--identify-min-speed must be a speed >= 0, got {min_speed}")
     try:
-        return IdentificationProblem(model, friction=friction, payload_link=link, inertia=inertia, min_speed=min_speed)
+        return IdentificationProblem(model, payload_link=link, min_speed=min_speed, drive=drive,
+                                     **{kind: kind in chosen for kind in KINDS})
     except ValueError as err:
         raise ReplayError(f"--identify: {err}") from err
 
@@ -166,7 +174,7 @@ class Identifier:
         if files:
             self._plot(files[0], result)
         try:
-            dynamics_from(self.urdf, section["node_parameters"], Recorded(self.max_effort))
+            dynamics_from(self.urdf, section["node_parameters"], Recorded(self.max_effort, self.problem.drive))
         except ValueError as err:
             section["error"] = (f"--identify: identified.yaml not written: {err}. The recording does not determine "
                                 "these values: excite the joints and bodies named, or identify fewer things")
@@ -243,6 +251,14 @@ def node_parameters(result: IdentificationResult, payload: NDArray[np.float64] |
     if result.parameters is not None:
         pi = result.parameters if payload is None else result.parameters - payload
         params["inertial_parameters"] = pi.tolist()
+    drive = result.drive
+    if drive.converts or drive.armature.any():  # the efforts' conversion it was identified with, and its result
+        G = drive.transmission
+        coupled = bool(np.any(G != np.diag(np.diag(G))))
+        params |= {"effort_gear_ratio": [1.0] if coupled else np.diag(G).tolist(),
+                   "effort_transmission": G.reshape(-1).tolist() if coupled else [0.0],
+                   "effort_torque_constant": drive.torque_constant.tolist(), "effort_offset": drive.offset.tolist(),
+                   "armature": drive.armature.tolist()}
     return params
 
 

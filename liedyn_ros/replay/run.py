@@ -28,7 +28,7 @@ import numpy as np
 from liedyn_ros import core, pipeline
 from liedyn_ros.pipeline.payload import DYNAMICS_PARAMETERS, Dynamics, dynamics_from
 
-from . import diagnose
+from . import diagnose, hints
 from .accel import SavgolSettings, StreamingDifferentiator
 from .bagio import BagSet
 from . import outdir
@@ -196,8 +196,9 @@ def _identifier(urdf_model: Any, params: dict[str, Any], options: ReplayOptions,
     if problem.payload_link:
         keep = {k: v for k, v in keep.items() if not k.startswith("payload_")}
     bare = _dynamics(urdf_model, {k: v for k, v in keep.items() if not k.startswith("payload_")}, options).model
-    model = _dynamics(urdf_model, keep, options).model
-    problem = parse_targets(model, options.identify, options.identify_min_speed)
+    dynamics = _dynamics(urdf_model, keep, options)
+    model = dynamics.model
+    problem = parse_targets(model, options.identify, options.identify_min_speed, dynamics.drive)
     payload = core.parameters(model) - core.parameters(bare)
     if options.identify_role != "split":  # one of several recordings: counted when they are pooled
         return Identifier(problem, urdf_model, FIT_ALL if options.identify_role == "fit" else VALIDATE_ALL, payload)
@@ -241,23 +242,26 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         topics = _topics(bags, model, options, config, contacts)
         diagnose.check_effort_entries(bags, topics, model)
         diagnose.check_one_recording(bags)
-        identifier = _identifier(urdf_model, params, options, lambda: SampleStream(bags, model, topics, config))
+        identifier = _identifier(urdf_model, params, options,
+                                 lambda: SampleStream(bags, model, topics, config, dyn.drive))
         outdir.claim(options.out)
         predict = _prepare_kernels(model, options)
-        stream = SampleStream(bags, model, topics, config)
+        stream = SampleStream(bags, model, topics, config, dyn.drive)
         names, kinds = tuple(model.joint_names), joint_kinds(model)
         links = () if contacts is None else contacts.links
         constrained = contacts is not None or loops is not None
         summary = ResidualSummary(names, kinds, contact_links=links, constrained=constrained)
         recorder = PlotRecorder(names, kinds, effort_label="commanded" if topics.effort else "measured",
                                 gravity=bool(np.any(model.gravity)), contact_links=links, constrained=constrained)
-        external = ExternalTorque(model, _observer(config), dyn.friction)
+        armature = None if dyn.drive is None else dyn.drive.armature
+        external = ExternalTorque(model, _observer(config), dyn.friction, armature)
+        clues = hints.Clues(names, topics)
         with OutputWriter(options.out, model, config) as writer:
-            dynamics = BlockDynamics(model, config, contacts, options, predict, dyn.friction, loops)
-            skipped_rows = _stream(stream, options, dynamics, writer, summary, recorder, external, identifier)
+            dynamics = BlockDynamics(model, config, contacts, options, predict, dyn.friction, loops, armature)
+            skipped_rows = _stream(stream, options, dynamics, writer, summary, recorder, external, clues, identifier)
         usable = diagnose.efforts_usable(summary, config.passive_joints)  # else a WARNING says why
         summary.collisions = external.collisions(usable)
-        summary.hints = diagnose.hints(summary, bool(np.any(model.gravity))) if usable else []
+        summary.hints = hints.find(summary, clues, bool(np.any(model.gravity)), bags) if usable else []
         problems = (bags.problems() + diagnose.stamp_warnings(stream.skipped, stream.received)
                     + diagnose.effort_warnings(summary, bags, topics, model, config.passive_joints))
         skipped_types = bags.undecodable()
@@ -324,7 +328,7 @@ def _prepare_kernels(model: Any, options: ReplayOptions) -> bool:
 
 
 def _stream(stream: SampleStream, options: ReplayOptions, dynamics: BlockDynamics, writer: OutputWriter,
-            summary: ResidualSummary, recorder: PlotRecorder, external: ExternalTorque,
+            summary: ResidualSummary, recorder: PlotRecorder, external: ExternalTorque, clues: hints.Clues,
             identifier: Identifier | None = None) -> dict[str, int]:
     """Runs every block through the dynamics; returns the rows left out, by reason: no
     acceleration estimate, outside the --start/--end window (which still feeds the derivative)."""
@@ -353,7 +357,8 @@ def _stream(stream: SampleStream, options: ReplayOptions, dynamics: BlockDynamic
             tau_ext = external.add(block)
             writer.write(block, result.outputs, accel, result.fit, tau_ext)
             summary.add_block(block.effort, result.outputs, accel[:, -n:], result.fit, tau_ext)
-            recorder.add_block(block.stamp_ns, block.effort, result.outputs, accel[:, -n:], result.fit, tau_ext)
+            recorder.add_block(block, result.outputs, accel[:, -n:], result.fit, tau_ext)
+            clues.add(block, result.outputs)
             if identifier is not None:
                 identifier.add(block, accel)
 
@@ -389,10 +394,11 @@ class BlockDynamics:
 
     def __init__(self, model: Any, config: pipeline.PipelineConfig, contacts: pipeline.Contacts | None,
                  options: ReplayOptions, predict: bool, friction: core.Friction | None = None,
-                 loops: pipeline.Loops | None = None) -> None:
+                 loops: pipeline.Loops | None = None, armature: NDArray[np.float64] | None = None) -> None:
         self.model, self.config, self.contacts, self.options, self.predict = model, config, contacts, options, predict
         self.friction = friction  # friction compensation of --params, on the feedforward torques
         self.loops = loops
+        self.armature = armature  # --params' rotor inertia (free path only: parameters refuse it with constraints)
 
     def run(self, block: SampleBlock, accel_est: NDArray[np.float64]) -> BlockResult:
         model, contacts = self.model, self.contacts
@@ -406,7 +412,7 @@ class BlockDynamics:
             return BlockResult(outputs, self._fit(block, a, outputs, active))
         if contacts is None:
             return BlockResult(pipeline.compute_outputs(model, block.q, block.v, a, effort, block.base_pose,
-                                                        friction=self.friction), None)
+                                                        friction=self.friction, armature=self.armature), None)
         active = self._active(block)
         outputs = pipeline.compute_contact_outputs(model, contacts, block.q, block.v, a, effort, block.base_pose,
                                                    active, solution=self.config.contact_solution,

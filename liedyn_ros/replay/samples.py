@@ -111,9 +111,10 @@ class SampleStream:
     states have arrived: they tell a stamp off in the future from a jump of the clock.
     """
 
-    def __init__(self, bags: BagSet, model: Any, topics: Topics, config: pipeline.PipelineConfig) -> None:
+    def __init__(self, bags: BagSet, model: Any, topics: Topics, config: pipeline.PipelineConfig,
+                 drive: Any = None) -> None:
         self.bags, self.model, self.topics, self.config = bags, model, topics, config
-        self.decoder = pipeline.JointStateDecoder(model)
+        self.decoder = pipeline.JointStateDecoder(model, drive)  # efforts as joint torques, as in the node
         self.skipped: Counter[str] = Counter()
         self.received = 0
         self._effort_index = _effort_index(model, topics) if topics.effort else None
@@ -184,7 +185,7 @@ class SampleStream:
         v = qd if base.twist is None else np.concatenate([base.twist, qd], axis=1)
         keep = self._checked(stamp, v, valid, base, contact, decide)
         if self._effort_index is not None:
-            effort = self._commanded_effort(pending, receive)
+            effort = self.decoder.joint_torques(self._commanded_effort(pending, receive))
         return SampleBlock(
             stamp[keep], receive[keep], q[keep], v[keep], effort[keep],
             None if base.pose is None else base.pose[keep], tuple(frame[i] for i in keep),

@@ -6,13 +6,17 @@ The measured joint torques are linear in what is identified (Atkeson et al. 1986
 
 with pi_0 the model's parameters, dpi their corrections (`inertia`), pi_p a payload's ten
 parameters about a link's frame (`payload`, X = payload_map) and phi the friction (`friction`).
+With a drive (core.identification.drive: tau = G^T (k * e) + o from published efforts e), two
+more terms are linear too: the rotor inertia (`armature`), + (armature_0 + da) * qdd, and each
+motor's torque constant (`effort_scale`), k_i (1 + s_i): the measured tau gains
+sum_i s_i G[i, :] k_i e_i, a column of the motor torques k * e = G^-T (tau - o).
 With x the unknowns stacked and G their columns, the fit minimises |G x - r|^2, r = tau - Y pi_0,
 from the normal equations A = G^T G, b = G^T r, c = r^T r, summed block by block (memory
 independent of the recording's length), per joint so that every joint's residual RMS follows too.
 
 Physical consistency (Wensing, Kim and Slotine 2017): every body's pseudo-inertia
 P(pi_0,j + dpi_j) and the payload's P(pi_p) are positive semidefinite (a convex LMI, solved by
-cvxpy's CLARABEL), masses are positive, Coulomb and viscous friction non-negative.
+cvxpy's CLARABEL), masses are positive, Coulomb and viscous friction and armature non-negative.
 
 What the data do not determine keeps the prior (zero correction, zero payload, zero friction)
 and gets no standard deviation: a parameter whose column no fit row excites (the friction of a
@@ -30,6 +34,7 @@ import numpy as np
 from scipy.linalg.blas import dsyrk
 
 from ..model import Model
+from .drive import Drive
 from .friction import DEFAULT_SMOOTHING, Friction, friction_regressor
 from .parameters import PARAMETER_NAMES, inertia_from_parameters, parameter_labels, parameters, payload_map, pseudo_inertia
 from .regressor import regressor
@@ -47,7 +52,10 @@ SCALE_FLOOR = 1e-6  # a column smaller than this, relative to the largest, is no
 
 @dataclass(frozen=True)
 class IdentificationProblem:
-    """What to identify on `model`: any of friction, a payload on `payload_link`, all inertias."""
+    """What to identify on `model`: any of friction, a payload on `payload_link`, all inertias,
+    the joints' rotor inertia (`armature`), the motors' torque constants (`effort_scale`,
+    relative to `drive`'s, the drive the measured torques were converted with; its armature is
+    the prior)."""
 
     model: Model
     friction: bool = False
@@ -55,13 +63,20 @@ class IdentificationProblem:
     inertia: bool = False
     smoothing: float = DEFAULT_SMOOTHING
     min_speed: float = 5 * DEFAULT_SMOOTHING
+    armature: bool = False
+    effort_scale: bool = False
+    drive: Drive | None = None
     _payload: tuple[int, np.ndarray] | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
-        if not (self.friction or self.payload_link or self.inertia):
-            raise ValueError("identify: choose at least one of friction, payload LINK, inertia")
+        if not (self.friction or self.payload_link or self.inertia or self.armature or self.effort_scale):
+            raise ValueError("identify: choose at least one of friction, payload LINK, inertia, armature, effort_scale")
         if self.payload_link is not None:
             object.__setattr__(self, "_payload", payload_map(self.model, self.payload_link))
+        if self.drive is None:
+            object.__setattr__(self, "drive", Drive.of(self.model.n))
+        elif self.drive.offset.shape != (self.model.n,):
+            raise ValueError(f"drive: expected {self.model.n} joints, got {self.drive.offset.size}")
 
     @property
     def k(self) -> int:
@@ -69,10 +84,12 @@ class IdentificationProblem:
 
     @property
     def slices(self) -> dict[str, slice]:
-        """Where inertia (10 k), payload (10) and friction (3 n) sit in x."""
+        """Where inertia (10 k), payload (10), friction (3 n), armature (n) and effort_scale (n) sit in x."""
         out, start = {}, 0
+        n = self.model.n
         for name, size, on in (("inertia", 10 * self.k, self.inertia), ("payload", 10, self.payload_link),
-                               ("friction", 3 * self.model.n, self.friction)):
+                               ("friction", 3 * n, self.friction), ("armature", n, self.armature),
+                               ("effort_scale", n, self.effort_scale)):
             if on:
                 out[name] = slice(start, start + size)
                 start += size
@@ -91,6 +108,9 @@ class IdentificationProblem:
             labels += [f"payload.{p}" for p in PARAMETER_NAMES]
         if self.friction:
             labels += [f"{j}.{p}" for j in self.model.joint_names for p in ("coulomb", "viscous", "offset")]
+        for part in ("armature", "effort_scale"):
+            if getattr(self, part):
+                labels += [f"{j}.{part}" for j in self.model.joint_names]
         return labels
 
     def columns(self, q, v, a, tau, *, base_pose=None) -> tuple[np.ndarray, np.ndarray]:
@@ -100,8 +120,11 @@ class IdentificationProblem:
         A joint's row is NaN (left out) while it moves slower than min_speed: a joint at rest
         holds whatever static friction it needs, which no velocity function describes.
         """
-        n = self.model.n
+        n, drive = self.model.n, self.drive
+        assert drive is not None  # set by __post_init__
         qd = np.asarray(v, dtype=float).reshape(-1, self.model.nv)[:, -n:]
+        qdd = np.asarray(a, dtype=float).reshape(-1, self.model.nv)[:, -n:]
+        tau = np.asarray(tau, dtype=float).reshape(-1, n)
         Y = regressor(self.model, q, v, a, base_pose=base_pose)[..., -n:, :]
         Y = Y.reshape((-1,) + Y.shape[-2:])
         parts = []
@@ -112,7 +135,11 @@ class IdentificationProblem:
             parts.append(Y[..., 10 * body:10 * body + 10] @ X)
         if self.friction:
             parts.append(friction_regressor(qd, self.smoothing))
-        r = np.asarray(tau, dtype=float).reshape(-1, n) - Y @ parameters(self.model)
+        if self.armature:
+            parts.append(qdd[:, :, None] * np.eye(n))
+        if self.effort_scale:  # joint j's row, motor i's column: -G[i, j] k_i e_i
+            parts.append(-np.swapaxes(drive.motor_torque(tau)[:, :, None] * drive.transmission, 1, 2))
+        r = tau - Y @ parameters(self.model) - drive.armature * qdd
         return np.concatenate(parts, -1), np.where(np.abs(qd) >= self.min_speed, r, np.nan)
 
 
@@ -215,6 +242,16 @@ class IdentificationResult:
     def parameters(self) -> np.ndarray | None:
         """The model's corrected inertial parameters pi_0 + dpi (inertia only)."""
         return parameters(self.problem.model) + self.part("inertia") if self.problem.inertia else None
+
+    @property
+    def drive(self) -> Drive:
+        """The problem's drive with the identified armature (armature_0 + da) and torque constants
+        (k_0 (1 + s)); what was not identified stays as it was."""
+        drive = self.problem.drive
+        assert drive is not None
+        armature = drive.armature + self.part("armature") if self.problem.armature else drive.armature
+        scale = 1.0 + self.part("effort_scale") if self.problem.effort_scale else np.ones(drive.armature.size)
+        return Drive(drive.torque_constant * scale, drive.transmission, drive.offset, armature)
 
 
 def identify(problem: IdentificationProblem, fit: NormalEquations, validation: NormalEquations,
@@ -333,6 +370,8 @@ def _is_consistent(problem: IdentificationProblem, x: np.ndarray, checked) -> bo
         eig = np.linalg.eigvalsh(pseudo_inertia(pi))
         if pi[0] < min_mass or eig[0] < -1e-12 * max(eig[-1], 1e-300):
             return False
+    if "armature" in problem.slices and np.any(problem.drive.armature + x[problem.slices["armature"]] < 0):
+        return False
     if "friction" in problem.slices:
         phi = x[problem.slices["friction"]]
         return bool(np.all(phi[0::3] >= 0) and np.all(phi[1::3] >= 0))
@@ -380,6 +419,8 @@ def _consistency(problem: IdentificationProblem, x, checked) -> list:
     if "friction" in problem.slices:
         phi = x[problem.slices["friction"]]
         out += [phi[0::3] >= 0, phi[1::3] >= 0]
+    if "armature" in problem.slices:
+        out.append(problem.drive.armature + x[problem.slices["armature"]] >= 0)
     return out
 
 

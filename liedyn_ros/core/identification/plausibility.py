@@ -15,6 +15,14 @@ or the replay's --params loads them:
 - a body's mass within [1 / MASS_FACTOR, MASS_FACTOR] times the URDF's (a massless body stays
   massless), its pseudo-inertia positive semidefinite (Wensing, Kim and Slotine 2017);
 - a payload's mass at most PAYLOAD_FACTOR times the robot's (moving bodies of the URDF);
+- a drive (core.identification.drive): torque constants nonzero with |k| in [MIN_SCALE, MAX_SCALE]
+  and transmission entries at most MAX_SCALE (a zero constant would read every effort as no
+  torque; 1e9 is a unit mistake), a transmission whose condition number is at most MAX_SCALE;
+  a joint-side offset within the URDF effort limit; armature >= 0 and at most ARMATURE_FACTOR times
+  the largest diagonal entry of the URDF's mass matrix at the middle of the joint ranges (a
+  rotor reflects more than its link, but not ten times the whole arm); when the recording is
+  known, each torque constant within [1 / SCALE_FACTOR, SCALE_FACTOR] times the one it was
+  replayed with (the datasheet's: a fit that moves it further found a wrong unit, not a motor);
 - everything finite.
 Unset limits (absent, zero or infinite in the URDF) bound nothing.
 """
@@ -25,28 +33,37 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import Model
+from .drive import PARAMETER_OF, Drive
 from .friction import Friction
 from .parameters import parameter_labels, parameters, pseudo_inertia
 
-__all__ = ["MASS_FACTOR", "PAYLOAD_FACTOR", "Recorded", "implausible"]
+__all__ = ["MASS_FACTOR", "PAYLOAD_FACTOR", "ARMATURE_FACTOR", "SCALE_FACTOR", "Recorded", "implausible"]
 
 MASS_FACTOR = 3.0  # a body's mass may differ from its URDF mass by this factor either way
 PAYLOAD_FACTOR = 1.0  # a payload may weigh up to the robot's moving bodies together
+ARMATURE_FACTOR = 10.0  # armature up to this times the largest diagonal entry of the URDF's M
+SCALE_FACTOR = 3.0  # an identified torque constant within this factor of the one replayed with
+MIN_SCALE, MAX_SCALE = 1e-6, 1e6  # |torque constant|, |transmission entries|, its condition number
 _PSD_TOL = 1e-9  # pseudo-inertia eigenvalues, relative to the largest
 
 
 @dataclass(frozen=True)
 class Recorded:
-    """Per joint (model order): the largest |effort| of a recording's samples."""
+    """Per joint (model order): the largest |effort| of a recording's samples (joint torques);
+    the drive its efforts were converted with (None: none)."""
 
     max_effort: np.ndarray
+    drive: Drive | None = None
 
 
 def implausible(model: Model, *, friction: Friction | None = None, inertial_parameters: np.ndarray | None = None,
-                payload_mass: float | None = None, recorded: Recorded | None = None) -> list[str]:
+                payload_mass: float | None = None, recorded: Recorded | None = None,
+                drive: Drive | None = None) -> list[str]:
     """What is implausible in the given values for `model` (the URDF's), each naming the joint or
     body and the bound; empty when all is plausible."""
     problems: list[str] = []
+    if drive is not None:
+        problems += _drive(model, drive, None if recorded is None else recorded.drive)
     if friction is not None:
         problems += _friction(model, friction, recorded)
     if inertial_parameters is not None:
@@ -102,4 +119,46 @@ def _bodies(model: Model, pi: np.ndarray) -> list[str]:
         if eig[0] < -_PSD_TOL * max(eig[-1], 1e-300):
             out.append(f"{name}: not a physical rigid body (pseudo-inertia eigenvalue {eig[0]:.3g} < 0: "
                        "negative mass or an inertia violating the triangle inequality)")
+    return out
+
+
+def _drive(model: Model, drive: Drive, prior: Drive | None) -> list[str]:
+    out = []
+    k, G = drive.torque_constant, drive.transmission
+    for j, name in enumerate(model.joint_names):
+        if not MIN_SCALE <= abs(k[j]) <= MAX_SCALE:
+            out.append(f"{name}: {PARAMETER_OF['torque_constant']} {k[j]:.4g} is outside +-[{MIN_SCALE:g}, "
+                       f"{MAX_SCALE:g}] (zero reads every effort as no torque; beyond, a unit mistake)")
+        elif prior is not None and not 1 / SCALE_FACTOR <= k[j] / prior.torque_constant[j] <= SCALE_FACTOR:
+            out.append(f"{name}: {PARAMETER_OF['torque_constant']} {k[j]:.4g} is outside [1/{SCALE_FACTOR:g}, "
+                       f"{SCALE_FACTOR:g}] x the {prior.torque_constant[j]:.4g} the recording was replayed with")
+        limit = _limit(model.effort_limit[j])
+        if abs(drive.offset[j]) > limit:
+            out.append(f"{name}: {PARAMETER_OF['offset']} {drive.offset[j]:.4g} exceeds the URDF effort limit {limit:.4g}")
+    ratios = np.abs(G)[np.abs(G) > 0]
+    if ratios.size and not ratios.max() <= MAX_SCALE:
+        out.append(f"{PARAMETER_OF['transmission']}: an entry of {ratios.max():.4g} exceeds {MAX_SCALE:g}")
+    if np.linalg.cond(G) > MAX_SCALE:
+        out.append(f"{PARAMETER_OF['transmission']}: condition number {np.linalg.cond(G):.3g} exceeds {MAX_SCALE:g} "
+                   "(nearly singular: some joint torques would come from noise)")
+    out += _armature(model, drive.armature)
+    return out
+
+
+def _armature(model: Model, armature: np.ndarray) -> list[str]:
+    from ..reference import mass_matrix  # no compiled kernel at a parameter file's load
+
+    if not armature.any():
+        return []
+    lo, hi = model.lower, model.upper
+    q = np.where(np.isfinite(lo) & np.isfinite(hi), (lo + hi) / 2, 0.0)
+    pose = np.eye(4) if model.floating_base else None
+    bound = ARMATURE_FACTOR * float(np.diag(mass_matrix(model, q, base_pose=pose))[-model.n:].max(initial=0.0))
+    out = []
+    for name, a in zip(model.joint_names, armature):
+        if a < 0:
+            out.append(f"{name}: armature {a:.4g} is negative (a rotor inertia is >= 0)")
+        elif a > bound:
+            out.append(f"{name}: armature {a:.4g} exceeds {ARMATURE_FACTOR:g} x the largest diagonal entry of the "
+                       f"URDF's mass matrix ({bound:.4g})")
     return out
