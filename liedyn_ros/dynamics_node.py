@@ -56,6 +56,7 @@ from liedyn_ros.pipeline.diagnostics import DiagnosticsReporter, NodeErrors
 from liedyn_ros.pipeline.payload import DYNAMICS_PARAMETERS, Dynamics, dynamics_from
 
 # Parameters that change the URDF model itself (a change reloads it).
+WAITING = "waiting for robot_description"  # the model status before any description
 MODEL_PARAMETERS = frozenset({"robot_description", "floating_base", "gravity", "strict_urdf"})
 
 
@@ -84,7 +85,7 @@ class DynamicsNode(Node):
         self._pipeline: DynamicsPipeline | None = None
         self._factory: OutputMessageFactory | None = None
         self._description = ""
-        self._model_status = "waiting for robot_description"
+        self._model_status = WAITING
         self._rebuild = False
         self._urdf_model: Any = None  # the model before payload and corrections
         self._swap: Dynamics | None = None  # accepted payload/friction change, swapped in next sample
@@ -122,7 +123,7 @@ class DynamicsNode(Node):
         for timer in [t for t in self.timers if t not in before]:
             self.destroy_timer(timer)
         self._pipeline = self._factory = self._urdf_model = self._swap = None
-        self._description, self._model_status, self._rebuild = "", "waiting for robot_description", False
+        self._description, self._model_status, self._rebuild = "", WAITING, False
         self._outputs, self._contact_subscriptions, self._odom_subscription = {}, [], None
 
     def _diagnostics_period(self) -> float:
@@ -150,6 +151,9 @@ class DynamicsNode(Node):
         """Count and log an error caught outside the samples (``throttle``: for one that may repeat
         at every message)."""
         self._errors = NodeErrors(self._errors.caught + 1, text)
+        if isinstance(exc, ValueError):  # a refused value or file: its message says it all
+            self.get_logger().error(text, **throttle)
+            return
         details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3))
         self.get_logger().error(f"{text}\n{details}", **throttle)
 
@@ -387,8 +391,11 @@ class DynamicsNode(Node):
     # -- diagnostics --------------------------------------------------------------------------
 
     def _publish_diagnostics(self) -> None:
-        if self._pipeline is None and not self._description:
+        if self._pipeline is None and self._model_status == WAITING:
             self.get_logger().info(self._waiting_text(), throttle_duration_sec=10.0)
+        elif self._pipeline is None:  # a refused description or parameter file: said until fixed
+            self.get_logger().warning(f"no dynamics model, nothing published ({self._model_status}); "
+                                      "set a good value and it is built", throttle_duration_sec=10.0)
         report = self._diagnostics_reporter.report(self._pipeline, self._model_status, self._errors)
         message = report.message if self._active else f"inactive (no outputs): {report.message}"
         status = DiagnosticStatus(name=f"{self.get_name()}: dynamics", hardware_id="liedyn_ros",
