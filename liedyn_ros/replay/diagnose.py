@@ -118,35 +118,6 @@ def efforts_usable(summary: ResidualSummary, passive: tuple[str, ...] = ()) -> b
     return any(v and name not in passive for name, v in zip(summary.joint_names, varies))
 
 
-# gravity_off: the residual regressed on the gravity torque, over the joints gravity loads
-GRAVITY_SLOPE_TOLERANCE = 0.15  # |k + 1| below this: the residual is minus the gravity torque
-GRAVITY_MIN_R2 = 0.8  # share of the residual's energy the gravity torque explains
-GRAVITY_MIN_SHARE = 0.1  # a joint counts when its RMS gravity torque is 10% of the largest one's
-
-
-def hints(summary: ResidualSummary, gravity_on: bool) -> list[dict[str, Any]]:
-    """What the replay can tell about the recording, each {"code", "message", "evidence"}."""
-    return [h for h in (_gravity_off(summary, gravity_on),) if h is not None]
-
-
-def _gravity_off(summary: ResidualSummary, gravity_on: bool) -> dict[str, Any] | None:
-    """`gravity_off` when the residual is minus the model's gravity torque: r = k g + e with k
-    near -1 and k g explaining most of r (R^2 = k r.g / r.r, the fit without intercept)."""
-    rg, gg, rr = summary.gravity_sums
-    loaded = gg >= GRAVITY_MIN_SHARE**2 * gg.max(initial=0.0)
-    if not gravity_on or not loaded.any() or rr[loaded].sum() == 0:
-        return None
-    k = rg[loaded].sum() / gg[loaded].sum()
-    r2 = k * rg[loaded].sum() / rr[loaded].sum()
-    if abs(k + 1) > GRAVITY_SLOPE_TOLERANCE or r2 < GRAVITY_MIN_R2:
-        return None
-    joints = [n for n, ok in zip(summary.joint_names, loaded) if ok]
-    return {"code": "gravity_off",
-            "message": f"the torque residual is minus the gravity torque (slope {k:.3f}, R^2 {r2:.3f}): the "
-                       "recording looks made without gravity; replay with --gravity 0 0 0",
-            "evidence": {"slope": float(k), "r2": float(r2), "joints": joints}}
-
-
 def effort_warnings(summary: ResidualSummary, bags: BagSet, topics: Topics, model: Any,
                     passive: tuple[str, ...] = ()) -> list[str]:
     """Warnings when the measured efforts cannot give a residual (all zero, constant, none);

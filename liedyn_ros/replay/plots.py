@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
     from numpy.typing import NDArray
 
+    from .samples import SampleBlock
+
 SERIES = ("effort", "tau_ff", "tau_g", "qdd_pred", "qdd_est", "tau_ext")
 CONTACT_SERIES = ("tau_fit", "tau_free")   # per joint, with contacts
 PER_CONTACT = ("normal", "normal_fit", "active")
@@ -50,10 +52,11 @@ class PlotRecorder:
         self.data: dict[str, NDArray[np.float64]] = {
             name: np.zeros((0, k if name in PER_CONTACT else n)) for name in self.series}
 
-    def add_block(self, stamps_ns: NDArray[np.int64], effort: NDArray[np.float64], out: Any,
-                  qdd_est: NDArray[np.float64], fit: Any, tau_ext: NDArray[np.float64]) -> None:
-        """A block's pipeline.DynamicsOutputs, with contacts its run.ContactFit, and the
-        observer's external torques."""
+    def add_block(self, block: SampleBlock, out: Any, qdd_est: NDArray[np.float64], fit: Any,
+                  tau_ext: NDArray[np.float64]) -> None:
+        """A block's samples, its pipeline.DynamicsOutputs, with contacts its run.ContactFit, and
+        the observer's external torques."""
+        stamps_ns, effort = block.stamp_ns, block.effort
         qdd_pred = out.qdd_pred if out.qdd_pred is not None else np.full_like(qdd_est, np.nan)
         series = dict(effort=effort, tau_ff=out.tau_ff, tau_g=out.tau_g, qdd_pred=qdd_pred, qdd_est=qdd_est,
                       tau_ext=tau_ext)

@@ -102,7 +102,7 @@ class ResidualSummary:
     effort: Running = field(init=False)
     contact_counts: dict[str, NDArray[np.int64]] = field(init=False)
     unbalanced: int = 0
-    hints: list[dict[str, Any]] = field(default_factory=list)  # diagnose.hints: what is wrong with the recording
+    hints: list[dict[str, Any]] = field(default_factory=list)  # hints.find: what is wrong with the recording
     # Per joint sums over the samples with a residual r (effort - ID torque) and gravity torque g:
     # r.g, g.g, r.r, the regression of r on g that tells a simulation without gravity (r = -g)
     gravity_sums: NDArray[np.float64] = field(init=False)
