@@ -71,13 +71,18 @@ def test_aba_and_hybrid_equal_pinocchio(name: str, compiled_only) -> None:
 
 @pytest.mark.parametrize("name", ["panda", "solo12", "talos"])
 def test_external_wrenches_equal_pinocchio(name: str, compiled_only) -> None:
-    """rnea with f_ext on the last body and on a link merged by a fixed joint: rnea - J^T f (Pinocchio)."""
+    """rnea with f_ext on the last body, a link merged by a fixed joint and that link's body (two wrenches on
+    one body), in changing sets: rnea - J^T f (Pinocchio)."""
     rng = np.random.default_rng(3)
     model = case(name).model
     merged = [link for link in model.link_frames if link not in model.body_names and link != model.root_link]
+    carrier = model.body_names[model.link_frames[merged[-1]][0]]  # the body the merged link is lumped into
+    link_sets = [[model.body_names[-1], merged[-1]], [merged[-1]], [carrier, merged[-1]], [model.body_names[-1]]]
     for t, data, q, v, a, T in states(name, 3):
-        f_ext = {link: rng.normal(size=6) * 10 for link in [model.body_names[-1]] + merged[-1:]}
-        assert_close(data.rnea(q, v, a, base_pose=T, f_ext=f_ext), pin_rnea(t, q, v, a, T, f_ext), what=name)
+        for links in link_sets:  # in turn on one Data: rows of an earlier set must not linger
+            f_ext = {link: rng.normal(size=6) * 10 for link in links}
+            assert_close(data.rnea(q, v, a, base_pose=T, f_ext=f_ext), pin_rnea(t, q, v, a, T, f_ext),
+                         what=f"{name} {links}")
         # aba(rnea(a) with f_ext, f_ext) = a: the same wrenches on both sides
         tau = pin_rnea(t, q, v, a, T, f_ext)
         assert_close(data.aba(q, v, tau, base_pose=T, f_ext=f_ext), a, rel=1e-8, what=f"{name} aba f_ext")

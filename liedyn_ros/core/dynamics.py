@@ -39,32 +39,27 @@ def _forces(fm: FastModel, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
     return batch.f_body, batch.f_base
 
 
-def sample_wrenches(model: Model, f_ext, f_body: np.ndarray, f_base: np.ndarray) -> bool:
-    """One sample's f_ext added into f_body (1, nb, 6) and f_base (1, 6), in body frames (checks.prepare's map).
+def _sample_wrenches(model: Model, f_ext) -> tuple[np.ndarray, np.ndarray] | None:
+    """One sample's f_ext as (f_body (1, nb, 6), f_base (1, 6)) in body frames (checks.prepare's map).
 
-    False unless f_ext maps known links to (6,) arrays: the general path then takes the batch or
+    None unless f_ext maps known links to (6,) arrays: the general path then takes the batch or
     words the error. The kernel checks the wrenches for NaN.
     """
     if type(f_ext) is not dict:
-        return False
+        return None
     maps = model._wrench_maps
+    f_body, f_base = np.zeros((1, model.nb, 6)), np.zeros((1, 6))
     for link, w in f_ext.items():
         entry = maps.get(link)
         if entry is None or type(w) is not _ndarray or w.shape != (6,):
-            return False
+            return None
         body, X = entry
         F = w if X is None else w @ X
         if body < 0:
             f_base[0] += F
         else:
             f_body[0, body] += F
-    return True
-
-
-def _sample_wrenches(model: Model, f_ext) -> tuple[np.ndarray, np.ndarray] | None:
-    """sample_wrenches into new arrays: (f_body, f_base), or None."""
-    f_body, f_base = np.zeros((1, model.nb, 6)), np.zeros((1, 6))
-    return (f_body, f_base) if sample_wrenches(model, f_ext, f_body, f_base) else None
+    return f_body, f_base
 
 
 # The single-sample branches below are written out in each function rather than shared: a helper
