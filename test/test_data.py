@@ -212,3 +212,28 @@ def test_constrained_aba_errors_are_the_plain_functions() -> None:
         with pytest.raises(want_type) as info:
             data.constrained_aba(*args, **kwargs)
         assert str(info.value) == want_message
+
+
+@pytest.mark.parametrize("name", ["panda", "talos_mimic", "solo12"])
+def test_results_passed_back_in(name: str) -> None:
+    """A Data's output array as an input of the next call (tau = rnea(...); aba(q, v, tau); hybrid fed its own
+    a or tau) gives the plain function's answer: a kernel that writes while it reads never sees its output."""
+    t = case(name)
+    data = core.Data(t.model)
+    rng = np.random.default_rng(6)
+    q, v, a = random_state(t.model, rng)
+    T = pose_arg(t.model, rng)
+    mask = np.arange(t.model.nv) % 3 == 0
+    tau = data.rnea(q, v, a, base_pose=T)
+    assert_close(data.aba(q, v, tau, base_pose=T), a, rel=1e-8, what="aba(rnea)")
+    assert_close(data.rnea(q, v, data.a, base_pose=T), core.rnea(t.model, q, v, a, base_pose=T), rel=1e-8,
+                 what="rnea(aba)")
+    for out in ("a", "tau"):
+        u = getattr(data, out)
+        want = core.hybrid(t.model, q, v, u.copy(), mask, base_pose=T)
+        got = data.hybrid(q, v, u, mask, base_pose=T)
+        assert_close(got[0], want[0], what=f"hybrid({out}) tau")
+        assert_close(got[1], want[1], what=f"hybrid({out}) a")
+    u = data.a
+    want = core.aba(t.model, q, u.copy(), u.copy(), base_pose=T)
+    assert_close(data.aba(q, u, u, base_pose=T), want, what="aba(q, data.a, data.a)")

@@ -79,7 +79,7 @@ class Data:
 
     def aba(self, q, v, tau, *, base_pose=None, f_ext=None) -> np.ndarray:
         """core.aba of one sample into (and returning) ``self.a``."""
-        if (base_pose is None) is self._fixed:
+        if (base_pose is None) is self._fixed and v is not self.a and tau is not self.a:  # see _copy_into
             T = self._identity if base_pose is None else base_pose
             try:
                 if f_ext is None:
@@ -129,7 +129,9 @@ class Data:
     def hybrid(self, q, v, a_or_tau, prescribed, *, base_pose=None, f_ext=None) -> tuple[np.ndarray, np.ndarray]:
         """core.hybrid of one sample into (and returning) ``(self.tau, self.a)``."""
         mask = check_prescribed(self.model, prescribed)
-        if (base_pose is None) is self._fixed:
+        tau_out, a_out = self.tau, self.a
+        if ((base_pose is None) is self._fixed and v is not tau_out and v is not a_out and a_or_tau is not tau_out
+                and a_or_tau is not a_out):
             T = self._identity if base_pose is None else base_pose
             try:
                 if f_ext is None:
@@ -150,7 +152,8 @@ class Data:
         cs = constraints if constraints is self._cs else self._use(constraints)
         fc = self._fc
         params = self._params if baumgarte is None and tol is TOL else forward.kernel_parameters(baumgarte, tol)
-        if fc is not None and params is not None and (base_pose is None) is self._fixed:
+        if fc is not None and params is not None and (base_pose is None) is self._fixed and v is not self.a \
+                and tau is not self.a:
             try:
                 if single.constrained_aba_one(self._handle, fc.ci, fc.cf, fc.scratch, q, v, tau,
                                               self._identity if base_pose is None else base_pose,
@@ -208,7 +211,12 @@ class Data:
 
 
 def _copy_into(out: np.ndarray, result: np.ndarray, name: str) -> np.ndarray:
-    """The plain function's result of one sample in the Data's array `out`; a batch is refused."""
+    """The plain function's result of one sample in the Data's array `out`; a batch is refused.
+
+    The methods whose kernels read their inputs while they write (aba, hybrid, constrained_aba)
+    come here too when an input is one of the Data's output arrays (a result passed back in): the
+    plain function writes new arrays.
+    """
     if result.shape != out.shape:
         raise ValueError(f"Data.{name}: one sample at a time (got a batch of shape {result.shape[:-out.ndim]}); "
                          f"core.{name} takes batches")
