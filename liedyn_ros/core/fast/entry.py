@@ -77,31 +77,48 @@ class _SingleKernels:
 single = _SingleKernels()
 
 
+def _cache_dirs(folder: Path) -> list[tuple[Path, bool]]:
+    """(where numba may keep the cached kernels of `folder`'s sources, whether it will write there
+    first): its __pycache__, the mirror in NUMBA_CACHE_DIR when that is set (numba then uses it
+    alone), and the user-wide cache numba falls back to when __pycache__ is not writable."""
+    from numba.core import caching, config
+    from numba.misc.appdirs import AppDirs
+
+    mirror = caching.UserWideCacheLocator.get_suitable_cache_subpath(str(folder / "__init__.py"))
+    user_wide = Path(AppDirs(appname="numba", appauthor=False).user_cache_dir) / mirror
+    if config.CACHE_DIR:
+        return [(Path(config.CACHE_DIR) / mirror, True), (folder / "__pycache__", False), (user_wide, False)]
+    return [(folder / "__pycache__", True), (user_wide, False)]
+
+
 def drop_stale_cache() -> None:
     """Delete numba's cached kernels when any source file of the compiled paths changed.
 
     Numba keys a cached function on its own file only: a kernel in rnea.py would keep an old
     inlined step of spatial.py, and the derivative and constraint kernels inline these steps too. A stamp of
     the sources of fast/, derivatives/, constraints/fast.py and singular.py (the rule every kernel
-    inlines, its tolerance a compile-time constant) in __pycache__ catches that.
+    inlines, its tolerance a compile-time constant) beside each cache (in __pycache__, in
+    NUMBA_CACHE_DIR, in the user-wide cache) catches that wherever numba reads from.
     """
     here = Path(__file__).parent
     folders = [here, here.parent / "derivatives", here.parent / "constraints"]
     sources = sorted(f for folder in folders[:2] for f in folder.glob("*.py")) + [folders[2] / "fast.py",
                                                                                  here.parent / "singular.py"]
     digest = hashlib.sha256(b"".join(f.read_bytes() for f in sources)).hexdigest()
-    stamp = here / "__pycache__" / "liedyn_fast.stamp"
-    try:
-        if stamp.read_text() == digest:
-            return
-    except OSError:
-        pass
-    try:
-        for folder in folders:
-            cache = folder / "__pycache__"
-            cache.mkdir(exist_ok=True)
+    for cache, used in (d for folder in folders for d in _cache_dirs(folder)):
+        stamp = cache / "liedyn_fast.stamp"
+        try:
+            if stamp.read_text() == digest:
+                continue
+        except OSError:
+            pass
+        try:
+            if used:  # stamped before numba writes there, so that its first kernels are not dropped
+                cache.mkdir(parents=True, exist_ok=True)
+            elif not cache.is_dir():
+                continue
             for f in [*cache.glob("*.nbi"), *cache.glob("*.nbc")]:
                 f.unlink()
-        stamp.write_text(digest)
-    except OSError:  # a read-only install: numba caches elsewhere (NUMBA_CACHE_DIR) or not at all
-        pass
+            stamp.write_text(digest)
+        except OSError:  # a cache no one can write: numba does not use it either
+            pass
