@@ -164,13 +164,16 @@ def test_replay_converts_currents_identifies_the_drive_and_the_file_changes_the_
 
 
 @pytest.mark.parametrize("values, words", [
-    ({"effort_gear_ratio": [100.0, 100.0, 0.0, 80.0, 50.0, 50.0]}, "effort_gear_ratio: 0 for ['elbow_joint'] must be nonzero"),
+    ({"effort_gear_ratio": [100.0, 100.0, 0.0, 80.0, 50.0, 50.0]},
+     "effort_gear_ratio: 0 for ['elbow_joint'] must be nonzero"),
     ({"effort_torque_constant": [0.0]}, "effort_torque_constant: 0 for"),
     ({"effort_torque_constant": [1e9]}, "shoulder_pan_joint: effort_torque_constant 1e+09 is outside"),
     ({"effort_transmission": [1.0] * 36}, "effort_transmission: singular"),
     ({"effort_transmission": [1.0] * 35}, "expected 6 x 6 = 36 values"),
-    ({"effort_offset": [0.0, 0.0, 0.0, 0.0, 0.0, 500.0]}, "wrist_3_joint: effort_offset 500 exceeds the URDF effort limit 28"),
-    ({"armature": [0.0, 0.0, 0.0, 0.0, 0.0, 1e4]}, "wrist_3_joint: armature 1e+04 exceeds 10 x the largest diagonal"),
+    ({"effort_offset": [0.0, 0.0, 0.0, 0.0, 0.0, 500.0]},
+     "wrist_3_joint: effort_offset 500 exceeds the URDF effort limit 28"),
+    ({"armature": [0.0, 0.0, 0.0, 0.0, 0.0, 1e4]},
+     "wrist_3_joint: armature 1e+04 exceeds 10 x the largest diagonal entry of the URDF's mass matrix"),
     ({"friction_coulomb": [1e4], "friction_compensation": True}, "shoulder_pan_joint: friction torque 1e+04"),
 ])
 def test_tampered_file_is_refused_with_its_reason_at_load(arm, tmp_path, values, words, capsys):
@@ -187,6 +190,16 @@ def test_tampered_file_is_refused_with_its_reason_at_load(arm, tmp_path, values,
     assert main([str(bag), "--out", str(tmp_path / "out"), "--urdf", str(urdf), "--no-progress", "--no-plots",
                  "--params", str(path)]) == 2
     assert words in capsys.readouterr().err
+
+
+def test_armature_bound_is_ten_times_the_largest_diagonal_of_pinocchios_mass_matrix(arm):
+    """At the middle of the joint ranges (the UR5's: all zero)."""
+    pm = pin.buildModelFromXML(urdf_text("ur5"))
+    largest = pin.crba(pm, pm.createData(), (pm.lowerPositionLimit + pm.upperPositionLimit) / 2).diagonal().max()
+    drive = core.identification.Drive.of
+    assert core.identification.implausible(arm.model, drive=drive(6, armature=[0.0] * 5 + [9.99 * largest])) == []
+    refused = core.identification.implausible(arm.model, drive=drive(6, armature=[0.0] * 5 + [10.01 * largest]))
+    assert len(refused) == 1 and refused[0].endswith(f"mass matrix, {largest:.4g} at the middle of the joint ranges")
 
 
 def test_negative_armature_and_armature_with_contacts_are_refused_by_the_parameter_rule(arm):

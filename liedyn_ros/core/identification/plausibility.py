@@ -134,7 +134,8 @@ def _drive(model: Model, drive: Drive, prior: Drive | None) -> list[str]:
                        f"{SCALE_FACTOR:g}] x the {prior.torque_constant[j]:.4g} the recording was replayed with")
         limit = _limit(model.effort_limit[j])
         if abs(drive.offset[j]) > limit:
-            out.append(f"{name}: {PARAMETER_OF['offset']} {drive.offset[j]:.4g} exceeds the URDF effort limit {limit:.4g}")
+            out.append(f"{name}: {PARAMETER_OF['offset']} {drive.offset[j]:.4g} exceeds the URDF effort limit "
+                       f"{limit:.4g}")
     ratios = np.abs(G)[np.abs(G) > 0]
     if ratios.size and not ratios.max() <= MAX_SCALE:
         out.append(f"{PARAMETER_OF['transmission']}: an entry of {ratios.max():.4g} exceeds {MAX_SCALE:g}")
@@ -153,12 +154,12 @@ def _armature(model: Model, armature: np.ndarray) -> list[str]:
     lo, hi = model.lower, model.upper
     q = np.where(np.isfinite(lo) & np.isfinite(hi), (lo + hi) / 2, 0.0)
     pose = np.eye(4) if model.floating_base else None
-    bound = ARMATURE_FACTOR * float(np.diag(mass_matrix(model, q, base_pose=pose))[-model.n:].max(initial=0.0))
+    largest = float(np.diag(mass_matrix(model, q, base_pose=pose))[-model.n:].max(initial=0.0))
     out = []
     for name, a in zip(model.joint_names, armature):
         if a < 0:
             out.append(f"{name}: armature {a:.4g} is negative (a rotor inertia is >= 0)")
-        elif a > bound:
+        elif a > ARMATURE_FACTOR * largest:
             out.append(f"{name}: armature {a:.4g} exceeds {ARMATURE_FACTOR:g} x the largest diagonal entry of the "
-                       f"URDF's mass matrix ({bound:.4g})")
+                       f"URDF's mass matrix, {largest:.4g} at the middle of the joint ranges")
     return out
