@@ -90,7 +90,3 @@ class Drive:
     def effort(self, tau: np.ndarray) -> np.ndarray:
         """The published efforts e (..., n) that give joint torques tau (the inverse of joint_torque)."""
         return self.motor_torque(tau) / self.torque_constant
-
-    def with_scale(self, factor: np.ndarray) -> Drive:
-        """This drive with each torque constant multiplied by factor (n,)."""
-        return Drive(self.torque_constant * factor, self.transmission, self.offset, self.armature)
