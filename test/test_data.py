@@ -6,13 +6,24 @@ from an earlier call (the outputs are overwritten in place) would show as a mism
 from __future__ import annotations
 
 import numpy as np
+import pinocchio as pin
 import pytest
+from robots import (
+    assert_close,
+    case,
+    pin_aba,
+    pin_coriolis,
+    pin_gravity,
+    pin_mass_matrix,
+    pin_rnea,
+    pose_arg,
+    random_state,
+)
+from test_constraints_pinocchio import FEET, _pin_constraints, _pin_lambda
 
 from liedyn_ros import core
 from liedyn_ros.core import dynamics
 from liedyn_ros.core.constraints import forward
-from robots import assert_close, case, pin_aba, pin_coriolis, pin_gravity, pin_mass_matrix, pin_rnea, pose_arg, \
-    random_state
 
 CASES = ("panda", "panda_arm", "ur5", "solo12", "talos", "talos_mimic")
 SAMPLES = 3
@@ -175,9 +186,6 @@ def test_batches_and_non_models_are_refused() -> None:
 def test_constrained_aba_equals_pinocchio(name: str, compiled_only) -> None:
     """a and lam against Pinocchio's constraintDynamics (exact KKT solve), two constraint sets in turn
     on one Data (lam follows the set's size)."""
-    import pinocchio as pin
-    from test_constraints_pinocchio import FEET, _pin_constraints, _pin_lambda
-
     t = case(name)
     sets = ([[core.Contact(f) for f in FEET], [core.Contact(f) for f in FEET[:3]]] if name == "solo12" else
             [[core.Contact("left_sole_link", "flat"), core.Contact("right_sole_link", "flat")],

@@ -70,9 +70,9 @@ class Data:
                 if f_ext is None:
                     if single.rnea_one(self._handle, q, v, a, T, self.tau) == OK:
                         return self.tau
-                elif self._wrenches(f_ext):
-                    if single.rnea_wrench_one(self._handle, q, v, a, T, self._f_body, self._f_base, self.tau) == OK:
-                        return self.tau
+                elif self._wrenches(f_ext) and single.rnea_wrench_one(self._handle, q, v, a, T, self._f_body,
+                                                                      self._f_base, self.tau) == OK:
+                    return self.tau
             except TypeError:  # not float64 vectors: the plain function answers or words the error
                 pass
         return _copy_into(self.tau, dynamics.rnea(self.model, q, v, a, base_pose=base_pose, f_ext=f_ext), "rnea")
@@ -85,10 +85,10 @@ class Data:
                 if f_ext is None:
                     if single.hybrid_one(self._handle, q, v, tau, self._free, T, self._scratch, self.a) == OK:
                         return self.a
-                elif self._wrenches(f_ext):
-                    if single.hybrid_wrench_one(self._handle, q, v, tau, self._free, T, self._f_body, self._f_base,
-                                                self._scratch, self.a) == OK:
-                        return self.a
+                elif self._wrenches(f_ext) and single.hybrid_wrench_one(
+                        self._handle, q, v, tau, self._free, T, self._f_body, self._f_base, self._scratch,
+                        self.a) == OK:
+                    return self.a
             except TypeError:
                 pass
         return _copy_into(self.a, dynamics.aba(self.model, q, v, tau, base_pose=base_pose, f_ext=f_ext), "aba")
@@ -137,10 +137,10 @@ class Data:
                 if f_ext is None:
                     if single.hybrid_one(self._handle, q, v, a_or_tau, mask, T, self.tau, self.a) == OK:
                         return self.tau, self.a
-                elif self._wrenches(f_ext):
-                    if single.hybrid_wrench_one(self._handle, q, v, a_or_tau, mask, T, self._f_body, self._f_base,
-                                                self.tau, self.a) == OK:
-                        return self.tau, self.a
+                elif self._wrenches(f_ext) and single.hybrid_wrench_one(
+                        self._handle, q, v, a_or_tau, mask, T, self._f_body, self._f_base, self.tau,
+                        self.a) == OK:
+                    return self.tau, self.a
             except TypeError:
                 pass
         tau, a = dynamics.hybrid(self.model, q, v, a_or_tau, mask, base_pose=base_pose, f_ext=f_ext)
