@@ -70,6 +70,33 @@ def test_armature_in_feedforward_predictions_and_observer_equals_pinocchios(arm)
     np.testing.assert_allclose(p, pin.crba(pm, pd, q[0]) @ v[0], atol=1e-10)
 
 
+def test_node_pipeline_converts_currents_and_swaps_the_drive_with_the_model(arm):
+    """The node's path (DynamicsPipeline.on_joint_state, rclpy-shaped messages, reference source):
+    feedforward and predicted accelerations equal Pinocchio's with the drive's armature, on the
+    currents converted by the drive; after set_dynamics without a drive, the raw efforts and no
+    armature."""
+    from liedyn_ros.pipeline.payload import Dynamics
+    from test_pipeline import rclpy_joint_state, trajectory
+
+    pm = pin.buildModelFromXML(urdf_text("ur5"))
+    pd = pm.createData()
+    drive = arm.drive(armature=ARMATURE)
+    names = list(arm.model.joint_names)
+    config = pipeline.PipelineConfig(acceleration_source="reference")
+    node = pipeline.DynamicsPipeline(arm.model, config, drive=drive)
+    rng = np.random.default_rng(4)
+    for k, armature in enumerate((np.array(ARMATURE), np.zeros(6))):
+        q, qd, qdd, current = (rng.uniform(-1, 1, 6) for _ in range(4))
+        stamp = (k + 1) * 10**9
+        node.on_reference(trajectory(names, q, qd, qdd, stamp))
+        out = node.on_joint_state(rclpy_joint_state(stamp, names, q, qd, current)).outputs
+        pm.armature = armature
+        tau = drive.joint_torque(current) if armature.any() else current
+        np.testing.assert_allclose(out.tau_ff, pin.rnea(pm, pd, q, qd, qdd), atol=1e-10)
+        np.testing.assert_allclose(out.qdd_pred, pin.aba(pm, pd, q, qd, tau), atol=1e-9)
+        node.set_dynamics(Dynamics(arm.model, None))
+
+
 def fit(problem, rec, tau):
     cut = int(0.7 * len(tau))
     part = [NormalEquations(6, problem.size) for _ in range(2)]
@@ -128,8 +155,9 @@ def params_file(path: Path, values: dict) -> Path:
 def test_replay_converts_currents_identifies_the_drive_and_the_file_changes_the_feedforward(arm, recording, tmp_path):
     """A bag of currents replayed with the datasheet's drive (--params): identified.yaml holds the
     torque constants and armature within 5%; replayed with that file, the feedforward is the
-    file's (rnea + armature * qdd + friction) and the residuals of torque and predicted acceleration
-    (aba with the armature, on the efforts its constants convert) shrink more than tenfold."""
+    file's (rnea + armature * qdd + friction) and the residuals of torque, predicted acceleration
+    (aba with the armature, on the efforts its constants convert) and the observer's external torque
+    (its momentum with the armature) shrink more than tenfold."""
     bag = write_joint_states(tmp_path / "bag", recording, recording.q, recording.qd, recording.effort)
     urdf = tmp_path / "ur5.urdf"
     urdf.write_text(urdf_text("ur5"))
@@ -159,7 +187,7 @@ def test_replay_converts_currents_identifies_the_drive_and_the_file_changes_the_
     measured = json.loads((again / "summary.json").read_text())
     datasheet = json.loads((out / "summary.json").read_text())
     for joint in arm.model.joint_names:  # the file explains the currents, and predicts the motion, far better
-        for key in ("torque_residual_Nm", "acceleration_residual_rad_s2"):
+        for key in ("torque_residual_Nm", "acceleration_residual_rad_s2", "external_torque_Nm"):
             assert measured["joints"][joint][key]["rms"] < 0.1 * datasheet["joints"][joint][key]["rms"]
 
 
