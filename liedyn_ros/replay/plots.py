@@ -8,7 +8,12 @@ it holds more than `2 * points` samples, so a bag of any length ends with betwee
 
 Every panel of every figure spans the same time axis (seconds since the first joint state of
 the recording, the axis of --start/--end), carries its joint's units (N m and rad/s^2, or N and
-m/s^2 for a prismatic joint), and one legend above the panels names the curves.
+m/s^2 for a prismatic joint), and one legend above the panels names the curves, the collision
+threshold and the kinds of events. Figures are zoomed to where the robot moves (when that is less
+than most of the recording; the title says so); the residual and acceleration scales leave out
+the first and last END_S of each run of samples (the derivative's and a command's start spikes;
+the title says when that clips a curve); a panel with nothing to show says why; a curve identical
+to one drawn before it is dashed and the panel says they coincide.
 """
 
 from __future__ import annotations
@@ -24,9 +29,16 @@ if TYPE_CHECKING:
 
     from .samples import SampleBlock
 
-SERIES = ("effort", "tau_ff", "tau_g", "qdd_pred", "qdd_est", "tau_ext")
+SERIES = ("effort", "tau_ff", "tau_g", "qdd_pred", "qdd_est", "tau_ext", "speed")
 CONTACT_SERIES = ("tau_fit", "tau_free")   # per joint, with contacts
 PER_CONTACT = ("normal", "normal_fit", "active")
+MOVING_SHARE = 0.02  # moving: some joint faster than 2% of the recording's top speed
+ZOOM_SHARE = 0.8  # zoom when the motion spans less than this share of the recording
+ZOOM_MARGIN = 0.1  # of the motion's span on each side, at least ZOOM_MIN_MARGIN_S
+ZOOM_MIN_MARGIN_S = 0.2
+END_S = 0.1  # s at each end of a run of values left out of the residual scales (the observer's settling time)
+COINCIDE = 1e-9  # curves closer than this share of their range are drawn as one
+EVENT_COLOURS = {"collision": "red", "limit": "tab:orange", "command_step": "tab:gray"}
 
 
 class PlotRecorder:
@@ -45,12 +57,13 @@ class PlotRecorder:
         self.stride = 1
         self._seen = 0
         self.t: NDArray[np.float64] = np.zeros(0)
+        self._window = (0.0, 1.0, "")  # the figures' time axis and its title note (save)
         self.contact_links = contact_links
         n, k = len(joint_names), len(contact_links)
         self.constrained = constrained or k > 0  # contacts or loops
         self.series = SERIES + (CONTACT_SERIES if self.constrained else ()) + (PER_CONTACT if k else ())
         self.data: dict[str, NDArray[np.float64]] = {
-            name: np.zeros((0, k if name in PER_CONTACT else n)) for name in self.series}
+            name: np.zeros((0, k if name in PER_CONTACT else 1 if name == "speed" else n)) for name in self.series}
 
     def add_block(self, block: SampleBlock, out: Any, qdd_est: NDArray[np.float64], fit: Any,
                   tau_ext: NDArray[np.float64]) -> None:
@@ -58,8 +71,9 @@ class PlotRecorder:
         the observer's external torques."""
         stamps_ns, effort = block.stamp_ns, block.effort
         qdd_pred = out.qdd_pred if out.qdd_pred is not None else np.full_like(qdd_est, np.nan)
+        speed = np.abs(block.v[:, block.v.shape[1] - effort.shape[1]:]).max(axis=1, keepdims=True)
         series = dict(effort=effort, tau_ff=out.tau_ff, tau_g=out.tau_g, qdd_pred=qdd_pred, qdd_est=qdd_est,
-                      tau_ext=tau_ext)
+                      tau_ext=tau_ext, speed=speed)
         if fit is not None:
             series |= dict(tau_fit=fit.tau, tau_free=out.tau_free)
         if fit is not None and out.contact_active is not None:
@@ -88,11 +102,29 @@ class PlotRecorder:
         matplotlib.use("Agg")  # files only; never needs a display
         t0 = self.t[0] if self.t0 is None else self.t0
         t = self.t - t0
-        spans = [(e["start_ns"] * 1e-9 - t0, t[-1] if e["end_ns"] is None else e["end_ns"] * 1e-9 - t0)
-                 for e in collisions]
+        self._window = self._motion_window(t)
+        spans = [(e["start_ns"] * 1e-9 - t0, t[-1] if e["end_ns"] is None else e["end_ns"] * 1e-9 - t0,
+                  e.get("kind", "collision")) for e in collisions]
         figures = self._contact_figures(out_dir, t) if self.constrained else self._figures(out_dir, t)
         return figures + [self._figure(out_dir / "external_torque.png", "External torque (momentum observer), "
-                                       "collisions shaded", t, [("estimate", self.data["tau_ext"])], 0, threshold, spans)]
+                                       "events shaded", t, [("estimate", self.data["tau_ext"])], 0, threshold, spans,
+                                       missing=f"the observer needs a {self.effort_label} effort")]
+
+    def _motion_window(self, t: NDArray[np.float64]) -> tuple[float, float, str]:
+        """(start, end, title note) of the figures' time axis: where some joint moves faster than
+        MOVING_SHARE of the top speed, with a margin; the whole recording when it moves most of it."""
+        whole = (float(t[0]), float(t[-1]) if t[-1] > t[0] else float(t[0]) + 1.0, "")
+        speed = self.data["speed"][:, 0]
+        top = np.nanmax(speed, initial=0.0)
+        moving = np.flatnonzero(speed > MOVING_SHARE * top) if top > 0 else np.zeros(0, dtype=int)
+        if not len(moving):
+            return whole[0], whole[1], " (the robot does not move)"
+        a, b = t[moving[0]], t[moving[-1]]
+        if b - a > ZOOM_SHARE * (whole[1] - whole[0]):
+            return whole
+        margin = max(ZOOM_MARGIN * (b - a), ZOOM_MIN_MARGIN_S)
+        a, b = max(a - margin, whole[0]), min(b + margin, whole[1])
+        return float(a), float(b), f" (zoomed to the motion: {a:.2f}-{b:.2f} s of {whole[0]:.2f}-{whole[1]:.2f} s)"
 
     def _figures(self, out_dir: Path, t: NDArray[np.float64]) -> list[Path]:
         """Torques against RNEA, their residuals, accelerations."""
@@ -104,9 +136,10 @@ class PlotRecorder:
             self._figure(out_dir / "torques.png", f"{effort.capitalize()} effort vs inverse dynamics", t,
                          torques, 0),
             self._figure(out_dir / "torque_residuals.png", f"Residual: {effort} - RNEA", t,
-                         [("residual", d["effort"] - d["tau_ff"])], 0),
+                         [("residual", d["effort"] - d["tau_ff"])], 0, robust=True, missing=f"no {effort} effort"),
             self._figure(out_dir / "accelerations.png", "Predicted (ABA) vs estimated acceleration", t,
-                         [("estimated (Savitzky-Golay)", d["qdd_est"]), ("predicted (ABA)", d["qdd_pred"])], 1),
+                         [("estimated (Savitzky-Golay)", d["qdd_est"]), ("predicted (ABA)", d["qdd_pred"])], 1,
+                         robust=True, missing=f"the prediction needs a {effort} effort"),
         ]
 
     def _contact_figures(self, out_dir: Path, t: NDArray[np.float64]) -> list[Path]:
@@ -120,9 +153,11 @@ class PlotRecorder:
                           ("contact-consistent (closest)", d["tau_fit"]), ("unconstrained RNEA", d["tau_free"])], 0),
             self._figure(out_dir / "torque_residuals.png", f"Residual: {effort} - torque", t,
                          [("configured", d["effort"] - d["tau_ff"]), ("closest", d["effort"] - d["tau_fit"]),
-                          ("unconstrained", d["effort"] - d["tau_free"])], 0),
+                          ("unconstrained", d["effort"] - d["tau_free"])], 0, robust=True,
+                         missing=f"no {effort} effort"),
             self._figure(out_dir / "accelerations.png", "Predicted (constrained ABA) vs estimated acceleration", t,
-                         [("estimated (Savitzky-Golay)", d["qdd_est"]), ("predicted", d["qdd_pred"])], 1),
+                         [("estimated (Savitzky-Golay)", d["qdd_est"]), ("predicted", d["qdd_pred"])], 1,
+                         robust=True, missing=f"the prediction needs a {effort} effort"),
         ] + forces
 
     def _contact_figure(self, path: Path, t: NDArray[np.float64]) -> Path:
@@ -140,8 +175,9 @@ class PlotRecorder:
             ax.plot(t, d["normal_fit"][:, i], label="closest to the measurements", linewidth=0.9, linestyle="--")
             ax.set_ylabel(f"{self.contact_links[i]}\n[N]", fontsize=7)
             ax.grid(True, alpha=0.3)
+        axes[0, 0].set_xlim(self._window[0], self._window[1])
         axes[-1, 0].set_xlabel("time since the first joint state [s] (shaded: in contact)")
-        fig.suptitle("Contact normal forces")
+        fig.suptitle("Contact normal forces" + self._window[2])
         handles, labels = axes[0, 0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="upper center", ncol=2, fontsize=8, frameon=False,
                    bbox_to_anchor=(0.5, 1.0 - 0.45 / fig.get_figheight()))
@@ -152,34 +188,109 @@ class PlotRecorder:
 
     def _figure(self, path: Path, title: str, t: NDArray[np.float64],
                 curves: list[tuple[str, NDArray[np.float64]]], unit: int,
-                threshold: NDArray[np.float64] | None = None, spans: list[tuple[float, float]] | None = None) -> Path:
-        """One panel per joint; `unit` picks the torque (0) or acceleration (1) units of UNITS;
-        `threshold` (n,) is drawn dashed at +-threshold, `spans` (start, end) [s] shaded."""
+                threshold: NDArray[np.float64] | None = None, spans: list[tuple[float, float, str]] | None = None,
+                *, robust: bool = False, missing: str = "") -> Path:
+        """One panel per joint over the motion window; `unit` picks the torque (0) or acceleration
+        (1) units of UNITS; `threshold` (n,) is drawn dashed at +-threshold, `spans` (start, end,
+        kind) [s] shaded; `robust`: scales without the ends of runs; `missing`: why a curve can
+        be empty."""
         import matplotlib.pyplot as plt
 
         from .summary import UNITS
 
         n = len(self.joint_names)
+        start, end, note = self._window
+        inside = (t >= start) & (t <= end)
         fig, axes = plt.subplots(n, 1, sharex=True, figsize=(10, 1.6 * n + 1.4), squeeze=False)
+        colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        clipped = False
         for j, ax in enumerate(axes[:, 0]):
-            for label, values in curves:
-                ax.plot(t, values[:, j], label=label, linewidth=0.9)
+            drawn: list[tuple[str, NDArray[np.float64]]] = []
+            notes = []
+            for c, (label, values) in enumerate(curves):
+                y = values[:, j]
+                same = next((other for other, z in drawn if _coincide(y, z, inside)), None)
+                ax.plot(t, y, label=label, linewidth=0.9, color=colours[c % len(colours)],
+                        linestyle=(0, (4, 3)) if same else "-")
+                if same:
+                    notes.append(f"{label} coincides with {same}")
+                drawn.append((label, y))
+            empty = [label for label, values in curves if not np.isfinite(values[inside, j]).any()]
+            if empty:
+                notes.append(("nothing to show" if len(empty) == len(curves) else "no " + ", ".join(empty))
+                             + (f": {missing}" if missing else ""))
             if threshold is not None:
                 for sign in (1, -1):
-                    ax.axhline(sign * threshold[j], color="red", linestyle="--", linewidth=0.7)
-            for start, end in spans or []:
-                ax.axvspan(start, end, color="red", alpha=0.2)
+                    ax.axhline(sign * threshold[j], color="red", linestyle="--", linewidth=0.7,
+                               label="+-collision threshold" if sign > 0 else None)
+            for a, b, kind in spans or []:
+                ax.axvspan(a, b, color=EVENT_COLOURS.get(kind, "red"), alpha=0.2, label=f"event: {kind}")
+            if robust:
+                clipped |= _robust_limits(ax, t, [v[:, j] for _, v in curves], inside)
+            if notes:
+                ax.text(0.01, 0.95, "; ".join(notes), transform=ax.transAxes, fontsize=7, va="top",
+                        bbox={"facecolor": "white", "alpha": 0.8, "linewidth": 0})
             ax.set_ylabel(f"{self.joint_names[j]}\n[{UNITS[self.kinds[j]][unit]}]", fontsize=7)
             ax.grid(True, alpha=0.3)
         # Curves that start late (commands, predictions) must not move their panel's time axis.
-        axes[0, 0].set_xlim(float(t[0]), float(t[-1]) if t[-1] > t[0] else float(t[0]) + 1.0)
+        axes[0, 0].set_xlim(start, end)
         axes[-1, 0].set_xlabel("time since the first joint state [s]")
-        fig.suptitle(title)
+        fig.suptitle(title + note + (f"\nscales without the first and last {END_S * 1e3:.0f} ms of each run: "
+                                     "spikes there are clipped" if clipped else ""))
         # One legend above the panels: it never covers a curve, and names them for every panel.
-        handles, labels = axes[0, 0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="upper center", ncol=len(curves), fontsize=8, frameon=False,
-                   bbox_to_anchor=(0.5, 1.0 - 0.45 / fig.get_figheight()))
-        fig.tight_layout(rect=(0, 0, 1, 1.0 - 0.6 / fig.get_figheight()))
+        legend: dict[str, Any] = {}
+        for ax in axes[:, 0]:
+            for handle, label in zip(*ax.get_legend_handles_labels()):
+                legend.setdefault(label, handle)
+        top = 0.45 + (0.25 if clipped or note else 0.0)
+        fig.legend(legend.values(), legend.keys(), loc="upper center", ncol=min(len(legend), 5), fontsize=8,
+                   frameon=False, bbox_to_anchor=(0.5, 1.0 - top / fig.get_figheight()))
+        fig.tight_layout(rect=(0, 0, 1, 1.0 - (top + 0.15 + 0.2 * (len(legend) > 5)) / fig.get_figheight()))
         fig.savefig(path, dpi=90)
         plt.close(fig)
         return path
+
+
+def _away_from_run_ends(t: NDArray[np.float64], y: NDArray[np.float64], margin: float) -> NDArray[np.bool_]:
+    """Samples of y more than `margin` [s] inside their run of finite values (runs also split
+    where the time step exceeds three median steps: gaps)."""
+    finite = np.isfinite(y)
+    if len(t) < 2:
+        return finite
+    step = np.diff(t)
+    cut = np.concatenate([[True], step > 3 * np.median(step)]) | np.concatenate([[True], ~finite[:-1]])
+    run = np.cumsum(cut & finite)
+    first = np.full(run.max() + 1, np.inf)
+    last = np.full(run.max() + 1, -np.inf)
+    np.minimum.at(first, run[finite], t[finite])
+    np.maximum.at(last, run[finite], t[finite])
+    return finite & (t - first[run] > margin) & (last[run] - t > margin)
+
+
+def _robust_limits(ax: Any, t: NDArray[np.float64], values: list[NDArray[np.float64]],
+                   inside: NDArray[np.bool_]) -> bool:
+    """Sets the panel's y range from its curves' samples in the window away from the ends of
+    their runs (with a margin); whether that clips a sample."""
+    def span(parts: list[NDArray[np.float64]]) -> tuple[float, float] | None:
+        v = np.concatenate(parts)
+        v = v[np.isfinite(v)]
+        return (float(v.min()), float(v.max())) if len(v) else None
+
+    full = span([y[inside] for y in values])
+    core = span([y[inside & _away_from_run_ends(t, y, END_S)] for y in values])
+    if full is None or core is None:
+        return False
+    pad = 0.08 * (core[1] - core[0]) or max(0.1 * abs(core[0]), 0.05)  # a flat curve: a readable band
+    low, high = core[0] - pad, core[1] + pad
+    ax.set_ylim(low, high)
+    return full[0] < low or full[1] > high
+
+
+def _coincide(a: NDArray[np.float64], b: NDArray[np.float64], inside: NDArray[np.bool_]) -> bool:
+    """Whether two curves are the same where either has a value in the window."""
+    x, y = a[inside], b[inside]
+    both = np.isfinite(x) & np.isfinite(y)
+    if not both.any() or (np.isfinite(x) != np.isfinite(y)).any():
+        return False
+    scale = max(float(np.abs(x[both]).max()), float(np.abs(y[both]).max()), 1e-12)
+    return bool(np.abs(x[both] - y[both]).max() <= COINCIDE * scale)
