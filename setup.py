@@ -36,10 +36,12 @@ setup(
             "mujoco>=3.0",
             "mypy>=1.8",
             "hypothesis>=6.80",  # property-based fuzzing of inputs (messages, URDFs, parameters, bags)
-            "dask[distributed]>=2024.1", "duckdb>=1.0", "pyarrow>=14",  # the "fleet" extra, tested
+            "dask[distributed]>=2024.1", "duckdb>=1.0", "pyarrow>=14", "plotly>=5.0",  # the "fleet" extra, tested
+            "playwright>=1.40",  # the fleet report in a real headless browser (Debian's chromium)
         ],
-        # liedyn-fleet (liedyn_ros.fleet): many bags on Dask, results in Parquet and DuckDB
-        "fleet": ["dask[distributed]>=2024.1", "duckdb>=1.0", "pyarrow>=14"],
+        # liedyn-fleet (liedyn_ros.fleet): many bags on Dask, results in Parquet and DuckDB, an HTML
+        # report (plotly); playwright drives a headless Chromium to check that report
+        "fleet": ["dask[distributed]>=2024.1", "duckdb>=1.0", "pyarrow>=14", "plotly>=5.0", "playwright>=1.40"],
         # scripts/survey_urdfs.py expands xacro files without a ROS install
         "survey": ["xacro>=2.0"],
         # benchmarks/bench_figaroh.py: the identification beside FIGAROH's on the same recordings

@@ -10,7 +10,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from distributed import Client, LocalCluster, as_completed
 from tqdm import tqdm
@@ -18,7 +18,8 @@ from tqdm import tqdm
 from liedyn_ros.replay import ReplayError, ReplayOptions
 from liedyn_ros.replay import cli as replay_cli
 
-from . import analysis, store
+from . import analysis, identification, store
+from .report import write_report
 from .discover import BagEntry, discover
 from .tasks import BagRows, BagTask, error_rows, make_task, run_bag
 
@@ -45,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an existing Dask scheduler, e.g. tcp://host:8786 (default: a local cluster)")
     p.add_argument("--workers", type=int, default=2, metavar="N",
                    help="worker processes of the local cluster (default %(default)s)")
+    p.add_argument("--period", choices=identification.PERIODS, default="week",
+                   help="with --identify: one pooled fit per robot and period of the bags' start (UTC) "
+                   "(default %(default)s)")
     return p
 
 
@@ -55,7 +59,7 @@ class FleetRun:
     bags: int
     replayed: int
     failed: int
-    flags: list[dict[str, object]]
+    flags: list[dict[str, Any]]
     elapsed_s: float
 
 
@@ -68,20 +72,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ReplayError(f"--workers must be >= 1, got {args.workers}")
         entries = discover(args.bags, args.manifest, args.robot_pattern)
         options = replay_cli.options_from_args(args, args.out, progress=False)
-        run = run_fleet(entries, args.out, options, args.scheduler, args.workers, not args.no_progress)
+        run = run_fleet(entries, args.out, options, args.scheduler, args.workers, not args.no_progress, args.period)
     except (ReplayError, OSError) as err:  # a message, never a traceback
         print(f"liedyn-fleet: error: {err}", file=sys.stderr)
         return 2
     print(f"{run.bags} bags: {run.replayed} replayed ({run.failed} failed), {run.bags - run.replayed} unchanged, "
           f"in {run.elapsed_s:.1f} s; store {args.out / 'fleet.duckdb'}")
     for flag in run.flags:
-        print(f"flag {flag['kind']}: {flag['robot']} {flag['joint']} {flag['value']:.4g} "
-              f"(fleet median {flag['fleet_median']:.4g}, z {flag['z']:.1f})")
+        print(f"flag {flag['kind']}: {flag['robot']} {flag['joint']}: {flag['detail']}")
     return 0
 
 
 def run_fleet(entries: Sequence[BagEntry], out: Path, options: ReplayOptions, scheduler: str | None = None,
-              workers: int = 2, progress: bool = True) -> FleetRun:
+              workers: int = 2, progress: bool = True, period: str = "week") -> FleetRun:
     """Replays the bags new or changed since the last run into `out`, then the analysis and the store."""
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
@@ -94,11 +97,12 @@ def run_fleet(entries: Sequence[BagEntry], out: Path, options: ReplayOptions, sc
             for task, rows in _replayed(client, todo, progress):
                 store.write_bag(out, task.name, rows.bag, rows.joints)
                 failed += rows.bag["status"] == "error"
-    flags = analysis.residual_outliers(store.read_table(out, "bags").to_pylist(),
-                                       store.read_table(out, "joint_stats").to_pylist())
+    bags = store.read_table(out, "bags").to_pylist()
+    store.write_table(out, "identification", identification.pooled(out, bags, period) if options.identify else [])
+    flags = analysis.flags(bags, *(store.read_table(out, t).to_pylist() for t in ("joint_stats", "identification")))
     store.write_table(out, "flags", flags)
-    store.write_table(out, "identification", [])  # pooled identification per robot: not yet
     store.build_duckdb(out)
+    write_report(out, {table: store.read_table(out, table).to_pylist() for table in store.SCHEMAS})
     return FleetRun(len(tasks), len(todo), failed, flags, time.perf_counter() - started)
 
 

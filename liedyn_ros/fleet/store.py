@@ -4,7 +4,7 @@ DIR/fleet.duckdb, rebuilt from it after each run with the tables of CONVENTIONS.
 DIR/parquet/bags/<name>.parquet and DIR/parquet/joint_stats/<name>.parquet hold one bag each, so
 a re-run writes only the bags it replayed (a changed bag replaces its files) and a bag no longer
 given keeps its history; DIR/parquet/flags.parquet and identification.parquet are the fleet's
-whole analysis, rewritten each run.
+whole analysis, rewritten each run (the pooled fits from the bags' kept normal equations).
 """
 
 from __future__ import annotations
@@ -28,13 +28,20 @@ SCHEMAS = {
         ("torque_residual_rms", pa.float64()), ("torque_residual_max_abs", pa.float64()),
         ("effort_rms", pa.float64()), ("collisions", pa.int64()),
     ]),
+    # one row per robot, period and joint: the pooled fit of the period's bags (identification.py)
     "identification": pa.schema([
         ("robot", pa.string()), ("period", pa.string()), ("joint", pa.string()), ("coulomb", pa.float64()),
         ("viscous", pa.float64()), ("payload_mass", pa.float64()),
+        ("coulomb_std", pa.float64()), ("payload_mass_std", pa.float64()), ("payload_link", pa.string()),
+        ("payload_label", pa.float64()), ("validation_rms_before", pa.float64()),
+        ("validation_rms_after", pa.float64()), ("fit_bags", pa.int64()), ("validation_bags", pa.int64()),
+        ("start_ns", pa.int64()), ("end_ns", pa.int64()), ("status", pa.string()), ("error", pa.string()),
+        ("parameter_file", pa.string()),
     ]),
     "flags": pa.schema([
         ("robot", pa.string()), ("joint", pa.string()), ("kind", pa.string()), ("value", pa.float64()),
         ("fleet_median", pa.float64()), ("z", pa.float64()), ("since_ns", pa.int64()),
+        ("reference", pa.float64()), ("detail", pa.string()),
     ]),
 }
 PER_BAG = ("bags", "joint_stats")

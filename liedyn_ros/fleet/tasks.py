@@ -14,8 +14,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from liedyn_ros.replay import ReplayError, ReplayOptions, replay
+from liedyn_ros.replay import outdir
+from liedyn_ros.replay.run import replay_parameters
 
 from .discover import BagEntry
+from .identification import save_equations
 
 EDGE_BYTES = 1 << 20  # the content key reads this much at each end of each file
 STAMPS_CSV = "feedforward_torque.csv"  # one row per processed sample, stamp first: its last row ends the bag
@@ -62,18 +65,35 @@ def bag_name(path: Path) -> str:
 
 
 def make_task(entry: BagEntry, out: Path, options: ReplayOptions) -> BagTask:
-    """The bag's task; the manifest's urdf and params, where given, over the command line's."""
+    """The bag's task; the manifest's urdf and params, where given, over the command line's. With
+    --identify the bag is replayed whole as one recording of a pool (identification.pooled)."""
     name = bag_name(entry.path)
     bag_options = dataclasses.replace(options, out=out / "bags" / name, urdf=entry.urdf or options.urdf,
-                                      params=entry.params or options.params, progress=False)
-    return BagTask(entry, content_key(entry.path), name, bag_options)
+                                      params=entry.params or options.params, progress=False,
+                                      identify_role="fit" if options.identify else "split")
+    return BagTask(entry, _key(entry.path, bag_options), name, bag_options)
+
+
+def _key(path: Path, options: ReplayOptions) -> str:
+    """The bag's content key, and the options and the URDF and parameter files it is replayed
+    with: a re-run with other settings, or an edited --params, replays it again."""
+    digest = hashlib.sha256(content_key(path).encode())
+    digest.update(repr(options).encode())
+    for file in (options.urdf, options.params):
+        digest.update(b"\0" if file is None else content_key(file).encode())
+    return digest.hexdigest()
 
 
 def run_bag(task: BagTask) -> BagRows:
     """The task on a worker: replay the bag, return its rows (an error row if it fails)."""
     try:
-        replay([task.entry.path], task.options)
+        report = replay([task.entry.path], task.options)
         summary = json.loads((task.options.out / "summary.json").read_text())
+        if report.identifier is not None:
+            names = report.identifier.problem.model.joint_names
+            label = replay_parameters(task.options, names).values.get("payload_mass")
+            save_equations(task.options.out, report.identifier, label)
+            outdir.record(task.options.out)  # the next replay into it clears the file too
     except ReplayError as err:
         return error_rows(task, str(err))
     except Exception as err:  # noqa: BLE001 -- whatever breaks one bag is that bag's row, not the run's end

@@ -160,6 +160,16 @@ class Identifier:
             self.t = np.concatenate([self.t, other.t - other.t[0] + start])
             self.G, self.r = np.concatenate([self.G, other.G]), np.concatenate([self.r, other.r])
 
+    def held_out(self) -> Identifier:
+        """This recording, replayed whole to fit (FIT_ALL), as one that validates (VALIDATE_ALL):
+        for pools whose held-out recordings are chosen after the replays (liedyn-fleet)."""
+        if self.split_ns != FIT_ALL:
+            raise ValueError("held_out: only a recording replayed whole to fit (FIT_ALL) can be held out")
+        part = Identifier(self.problem, self.urdf, VALIDATE_ALL, self.payload)
+        part.validation.merge(self.fit)
+        part.max_effort = self.max_effort.copy()
+        return part
+
     def finish(self, out: Path, plots: bool) -> tuple[dict[str, Any], list[Path]]:
         """Solve, check, write identified.yaml (and the plot); returns the summary section and the
         files. A section with "error" (too few rows, implausible values) comes without the file."""
