@@ -18,6 +18,8 @@ Data flow for one JointState, one module per stage::
              (compute_contact_outputs: contact-consistent, with contact wrenches and checks;
               loops.compute_loop_outputs: with loop closures and passive joints too)
     messages OutputMessageFactory.build(output)    -> {topic: message}
+    observed ContactObserver.beyond(...)           -> the observer's estimate beyond the contacts'
+               forces; contact_source observer: the contacts' state from it (hysteresis)
 
 ``stream.DynamicsPipeline`` runs these stages per message for the node (and counts the contact
 checks, ``contacts.check_forces`` and ``contacts.check_tipping``); ``diagnostics`` turns its
@@ -77,6 +79,7 @@ from liedyn_ros.pipeline.decode import (
 )
 from liedyn_ros.pipeline.estimate import AccelerationEstimator, estimate_accelerations
 from liedyn_ros.pipeline.loops import Loops, base_held, closest_loop_forces, compute_loop_outputs, loop_torques, resolve_loops
+from liedyn_ros.pipeline.observed import ContactObserver, ObservedContacts, contact_residual, event_names, normal_forces
 from liedyn_ros.pipeline.messages import (
     TOPIC_BASE_ACCELERATION,
     TOPIC_BASE_WRENCH,
@@ -108,6 +111,7 @@ from liedyn_ros.pipeline.diagnostics import DiagnosticsReport, DiagnosticsReport
 __all__ = [
     "NODE_ONLY_PARAMETERS", "config_from_parameters",
     "PARAMETERS", "ParameterError", "Parameters", "check_parameters", "load_parameter_file",
+    "ContactObserver", "ObservedContacts", "contact_residual", "event_names", "normal_forces",
     "Loops", "base_held", "closest_loop_forces", "compute_loop_outputs", "loop_torques", "resolve_loops",
     "TOPIC_CONTACT_WRENCH", "TOPIC_UNCONSTRAINED_FEEDFORWARD", "ContactSource", "ContactChecks",
     "Contacts", "ContactState", "WrenchSensors", "centre_of_pressure", "check_tipping",

@@ -66,6 +66,7 @@ class ContactSource(str, enum.Enum):
     TOPIC = "topic"          # std_msgs/UInt8MultiArray on contact_state, one flag per contact
     WRENCH = "wrench"        # a WrenchStamped per contact: active when |f| > contact_force_threshold
     KINEMATIC = "kinematic"  # the contact point is near the ground plane and nearly still
+    OBSERVER = "observer"    # the momentum observer's foot force along the normal, with hysteresis
 
 
 CONTACT_KINDS = ("point", "flat")
@@ -84,7 +85,8 @@ class PipelineConfig:
     Contacts (none when ``contact_links`` is empty): ``contact_types`` and ``contact_offsets``
     (x, y, z of the contact point in the link frame) hold one entry for all contacts or one
     per contact; ``contact_wrench_topics`` empty means ``contact_sensor/<link>``. Ages in
-    seconds, ``contact_force_threshold`` in N, ``contact_height`` (above ``ground_height``,
+    seconds, ``contact_force_threshold`` in N (wrench source: |f|; observer source: touch-down
+    along the ground normal, lift-off below ``contact_force_release`` times it), ``contact_height`` (above ``ground_height``,
     world z) in m, ``contact_speed`` in m/s. ``contact_sole_size``: half-lengths (x, y) [m] of
     the rectangular sole of the flat contacts, centred at the contact point in the contact
     frame's axes, one pair for all flat contacts or one per flat contact (``contact_links``
@@ -98,7 +100,9 @@ class PipelineConfig:
     External torque (momentum observer, on the samples with a measured effort; off with
     ``external_torque_observer`` false, and no collision events then): ``observer_gain`` K [1/s] (time constant 1/K), ``collision_threshold`` [N m or N], one for
     all joints or one per joint; an event ends when every joint is below ``collision_release``
-    times its threshold; ``observer_max_gap`` [s]: a longer gap between joint states starts the
+    times its threshold; with contacts on a floating base the estimate is what remains beyond the
+    contacts' forces (pipeline.observed), and a force on the base above ``external_force_threshold``
+    [N] is an event too; ``observer_max_gap`` [s]: a longer gap between joint states starts the
     observer over.
 
     Plausibility: a sample whose feedforward or gravity torque (or the unconstrained one) exceeds
@@ -128,6 +132,7 @@ class PipelineConfig:
     contact_solution: str = "min_torque"
     contact_max_age: float = 0.02
     contact_force_threshold: float = 20.0
+    contact_force_release: float = 0.5
     contact_wrench_topics: tuple[str, ...] = ()
     contact_height: float = 0.02
     contact_speed: float = 0.1
@@ -141,6 +146,7 @@ class PipelineConfig:
     observer_gain: float = 50.0
     collision_threshold: tuple[float, ...] = (10.0,)
     collision_release: float = 0.5
+    external_force_threshold: float = 20.0
     observer_max_gap: float = 0.1
     effort_limit_factor: float = 10.0
 
@@ -200,6 +206,7 @@ class PipelineConfig:
         object.__setattr__(self, "collision_threshold", tuple(float(x) for x in self.collision_threshold))
         _require_positive("observer_gain", self.observer_gain)
         _require_positive("observer_max_gap", self.observer_max_gap)
+        _require_positive("external_force_threshold", self.external_force_threshold)
         if not self.collision_threshold or not all(math.isfinite(x) and x > 0 for x in self.collision_threshold):
             raise ValueError(f"collision_threshold: {list(self.collision_threshold)} must be positive and finite")
         if not (math.isfinite(self.collision_release) and 0.0 < self.collision_release <= 1.0):
@@ -239,6 +246,10 @@ class PipelineConfig:
         _require_positive("friction_coefficient", self.friction_coefficient)
         _require_positive("contact_max_age", self.contact_max_age)
         _require_positive("contact_force_threshold", self.contact_force_threshold, allow_zero=True)
+        if not (math.isfinite(self.contact_force_release) and 0.0 < self.contact_force_release <= 1.0):
+            raise ValueError(f"contact_force_release: {self.contact_force_release} must be in (0, 1]")
+        if source is ContactSource.OBSERVER and not self.external_torque_observer:
+            raise ValueError("contact_source: observer needs external_torque_observer true")
         _require_positive("contact_height", self.contact_height)
         _require_positive("contact_speed", self.contact_speed)
         if not math.isfinite(self.ground_height):

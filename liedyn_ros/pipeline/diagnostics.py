@@ -25,6 +25,7 @@ import time
 from typing import Callable, NamedTuple
 
 from liedyn_ros.pipeline.config import AccelerationSource, SkipReason
+from liedyn_ros.pipeline.observed import event_names
 from liedyn_ros.pipeline.stream import DynamicsPipeline, PipelineStats
 
 
@@ -130,12 +131,12 @@ class DiagnosticsReporter:
                    ("clock_resets", str(stats.clock_resets)), ("unstamped", str(stats.unstamped)),
                    ("repeated_stamps", str(stats.repeated_stamps))]
         if ongoing is not None:
-            values += [("collision_joint", pipe.model.joint_names[ongoing.joint]),
+            values += [("collision_joint", event_names(pipe.model, pipe.base_frame)[ongoing.joint]),
                        ("collision_peak", f"{ongoing.peak:.3f}")]
         problems = []
         fresh_collisions = counts.collisions - before.collisions
         if ongoing is not None or fresh_collisions:
-            where = f" on {pipe.model.joint_names[ongoing.joint]}" if ongoing is not None else ""
+            where = f" on {event_names(pipe.model, pipe.base_frame)[ongoing.joint]}" if ongoing is not None else ""
             problems.append(f"collision{where} ({stats.collisions} so far)")
         skipped = counts.skipped - before.skipped
         warming, was_warming, self._warming = pipe.warming_up, self._warming and before is not _NONE, pipe.warming_up

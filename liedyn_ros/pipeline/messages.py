@@ -10,6 +10,7 @@ from numpy.typing import NDArray
 
 from liedyn_ros.pipeline.config import NS_PER_S, FloatArray, PipelineConfig
 from liedyn_ros.pipeline.contacts import resolve_contacts, wrench_at_link
+from liedyn_ros.pipeline.observed import event_names
 from liedyn_ros.pipeline.stream import PipelineOutput
 
 # Output topic names (relative, in the node's namespace); the replay prefixes them.
@@ -125,6 +126,7 @@ class OutputMessageFactory:
         self.c = classes
         self.config = config
         self.joint_names = list(model.joint_names)
+        self.event_names = event_names(model, config.base_link or str(model.root_link))  # a base event last
         self.floating_base = bool(model.floating_base)
         self.command_index = command_indices(model.joint_names, config.command_joints)
         self._empty = classes.float_array(np.zeros(0))
@@ -201,7 +203,7 @@ class OutputMessageFactory:
         """sensor_msgs/JointState of a collision (core.Collision) as it starts: stamped with its
         first sample, the joint in ``name`` and its external torque there in ``effort``."""
         return self.c.JointState(
-            header=self.header(event.start_ns, ""), name=[self.joint_names[event.joint]], position=self._empty,
+            header=self.header(event.start_ns, ""), name=[self.event_names[event.joint]], position=self._empty,
             velocity=self._empty, effort=self.c.float_array(np.array([event.peak])),
         )
 

@@ -49,10 +49,12 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "contact_types": (["point"], "point | flat, one for all contacts or one per contact"),
     "contact_offsets": ([0.0, 0.0, 0.0], "contact point x, y, z in the link frame [m], for all or per contact"),
     "friction_coefficient": (0.7, "Coulomb friction coefficient of the contacts (> 0)"),
-    "contact_source": ("all", "all | topic (contact_state) | wrench (foot sensors) | kinematic"),
+    "contact_source": ("all", "all | topic (contact_state) | wrench (foot sensors) | kinematic | observer"),
     "contact_solution": ("min_torque", "min_torque | min_force, when the contacts do not fix the forces"),
     "contact_max_age": (0.02, "max |joint state stamp - contact state stamp| [s]"),
-    "contact_force_threshold": (20.0, "wrench source: contact when |force| exceeds this [N]"),
+    "contact_force_threshold": (20.0, "wrench source: contact when |force| exceeds this [N]; observer source: "
+                                "touch-down when the estimated normal force does"),
+    "contact_force_release": (0.5, "observer source: lift-off below this fraction of contact_force_threshold"),
     "contact_wrench_topics": ([""], "wrench source: one topic per contact; ['']: contact_sensor/<link>"),
     "contact_sole_size": ([0.0], "flat contacts: sole half-lengths x, y [m] about the contact point, "
                           "for all or per flat contact; [0.0]: no centre-of-pressure check"),
@@ -67,6 +69,8 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "observer_gain": (50.0, "momentum observer gain K [1/s]: the estimate lags by 1/K"),
     "collision_threshold": ([10.0], "external torque [N m] that starts a collision: one for all joints or per joint"),
     "collision_release": (0.5, "a collision ends when every joint is below this fraction of its threshold"),
+    "external_force_threshold": (20.0, "with contacts on a floating base: a force on the base beyond the "
+                                 "contacts' [N] that starts a collision"),
     "observer_max_gap": (0.1, "a gap between joint states longer than this [s] starts the observer over"),
     "effort_limit_factor": (10.0, "skip a sample whose feedforward or gravity torque exceeds this factor x a "
                             "joint's URDF effort limit (joints with one); .inf: no check"),

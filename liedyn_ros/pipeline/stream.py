@@ -22,6 +22,7 @@ from liedyn_ros.pipeline.contacts import (
 )
 from liedyn_ros.pipeline.decode import JointSample, JointStateDecoder, stamp_to_ns
 from liedyn_ros.pipeline.loops import compute_loop_outputs, resolve_loops
+from liedyn_ros.pipeline.observed import ContactObserver, event_residual
 from liedyn_ros.pipeline.estimate import AccelerationEstimator
 from liedyn_ros.pipeline.pair import BaseState, Reference, decode_odometry, decode_reference, pair_odometry
 from liedyn_ros.pipeline.payload import Dynamics
@@ -30,7 +31,8 @@ from liedyn_ros.pipeline.payload import Dynamics
 class PipelineOutput(NamedTuple):
     """Everything needed to publish one JointState's outputs; external_torque (n,) the momentum
     observer's estimate (None without a measured effort), collision the event that started at
-    this sample."""
+    this sample; external_base_wrench (6,): with contacts on a floating base, the estimate's base
+    part beyond the contacts' forces, (m, f) in the base frame (a push on the trunk)."""
 
     stamp_ns: int
     frame_id: str
@@ -39,6 +41,7 @@ class PipelineOutput(NamedTuple):
     outputs: DynamicsOutputs
     external_torque: FloatArray | None = None
     collision: core.Collision | None = None
+    external_base_wrench: FloatArray | None = None
 
 
 @dataclass
@@ -178,6 +181,12 @@ class DynamicsPipeline:
         self._sensors = None if self.contacts is None else WrenchSensors(
             self.contacts, self.config.contact_force_threshold)
         self._all_active = None if self.contacts is None else np.ones(self.contacts.k, dtype=bool)
+        cfg = self.config
+        # The observer's estimate beyond the contacts' forces, and contact_source observer's state.
+        self._contact_observer = None if self.contacts is None or not cfg.external_torque_observer else \
+            ContactObserver(self.contacts, cfg.contact_force_threshold, cfg.contact_force_release,
+                            cfg.contact_source is ContactSource.OBSERVER)
+        self._measured_wrench: FloatArray | None = None  # the sensors' wrenches of the latest sample
         n_base = 6 if self._floating else 0
         # Inputs the core only reads, made once. (Writable: the core's single-sample fast path
         # refuses read-only arrays.)
@@ -191,6 +200,8 @@ class DynamicsPipeline:
             raise ValueError(f"collision_threshold: {len(self.config.collision_threshold)} values for {n} joints; "
                              "give one for all or one per joint")
         self._thresholds = np.broadcast_to(np.asarray(self.config.collision_threshold, dtype=np.float64), (n,)).copy()
+        if self._contact_observer is not None and self._floating:  # and the base's force beyond the contacts
+            self._thresholds = np.append(self._thresholds, self.config.external_force_threshold)
         self._observer = self._new_observer(self._dynamics)
         self._effort_bound, unbounded = _effort_bound(model, self.config.effort_limit_factor)
         # Said once by whoever runs the pipeline (the node at model load).
@@ -213,6 +224,8 @@ class DynamicsPipeline:
         observer = self._new_observer(dynamics)  # starts over: its integral belongs to the old model
         bound, _ = _effort_bound(dynamics.model, self.config.effort_limit_factor)
         self._dynamics, self._observer, self.collision, self._effort_bound = dynamics, observer, None, bound
+        if self._contact_observer is not None:
+            self._contact_observer.reset()
         self.decoder.drive = dynamics.drive
 
     def _new_observer(self, dynamics: Dynamics) -> core.MomentumObserver:
@@ -347,11 +360,12 @@ class DynamicsPipeline:
         bound = self._effort_bound
         if bound is not None and self._out_of_range(outputs, bound):
             return SkipReason.EFFORT_OUT_OF_RANGE
-        observed = self._observe(sample, v, pose, advances)
+        observed = self._observe(sample, v, pose, advances, active)
         if observed is None:
             return SkipReason.NON_FINITE_OUTPUT
-        external, started = observed
-        return PipelineOutput(sample.stamp_ns, sample.frame_id, self.base_frame, sample, outputs, external, started)
+        external, started, base = observed
+        return PipelineOutput(sample.stamp_ns, sample.frame_id, self.base_frame, sample, outputs, external, started,
+                              base)
 
     def _refuse(self, reason: SkipReason, text: str) -> SkipReason:
         self._warner.warn(reason.value, text)  # the skip's own, shorter warning is then held back
@@ -381,8 +395,7 @@ class DynamicsPipeline:
         Odometry and contact states pair within their max age on either side, so those of the old
         timeline pair with nothing; a reference is only aged forward, so one stamped after the new
         time by more than ``reference_max_age`` would never age: it is forgotten."""
-        self._observer.reset()
-        self.collision = None
+        self._reset_observer()
         self._estimator.reset()
         max_age = self.config.reference_max_age
         if self._reference is not None and max_age > 0 and self._reference.stamp_ns - stamp_ns > max_age * NS_PER_S:
@@ -394,42 +407,59 @@ class DynamicsPipeline:
             f"clock reset: joint state stamps went back from {last_ns * 1e-9:.3f} s to {stamp_ns * 1e-9:.3f} s; "
             f"observer, acceleration estimator and collision state restarted ({stats.clock_resets} so far)"))
 
-    def _observe(self, sample: JointSample, v: FloatArray, pose: FloatArray | None, advances: bool
-                 ) -> tuple[FloatArray | None, core.Collision | None] | None:
-        """(joint part of the external torque, the collision event starting here) for this sample;
+    def _reset_observer(self) -> None:
+        self._observer.reset()
+        if self._contact_observer is not None:
+            self._contact_observer.reset()
+        self.collision = None
+
+    def _observe(self, sample: JointSample, v: FloatArray, pose: FloatArray | None, advances: bool,
+                 active: np.ndarray | None
+                 ) -> tuple[FloatArray | None, core.Collision | None, FloatArray | None] | None:
+        """(joint part of the external torque, the collision event starting here, the base part
+        beyond the contacts or None) for this sample;
         None when the observer's terms overflow (it refuses the sample and keeps its state).
 
         Without a measured effort the observer cannot integrate: it starts over at the next one.
         Where no time passes (``advances`` False) it has nothing to integrate: no estimate, its
-        state and the collision state as they were.
+        state and the collision state as they were. With contacts, what remains beyond the contacts'
+        forces (pipeline.observed); ``active`` the contacts' state of this sample.
         """
         observer = self._observer
         if not self.config.external_torque_observer or self._warmup is not None or not advances:
-            return None, None  # off, its kernel still compiling (it starts when it is ready), or no time
+            return None, None, None  # off, its kernel still compiling (it starts when it is ready), or no time
         if sample.effort is None:
-            observer.reset()
-            self.collision = None
-            return None, None
+            self._reset_observer()
+            return None, None, None
         if observer.t is None:  # times from the observer's first sample keep float64's ns resolution
             self._observer_origin_ns = sample.stamp_ns
         t = (sample.stamp_ns - self._observer_origin_ns) * 1e-9
         try:
             if self._floating:
                 tau = np.concatenate((np.zeros(6), sample.effort))
-                external = observer.update(t, sample.q, v, tau, base_pose=pose)[6:]
+                r = observer.update(t, sample.q, v, tau, base_pose=pose)
             else:
-                external = observer.update(t, sample.q, v, sample.effort)
+                r = observer.update(t, sample.q, v, sample.effort)
         except ValueError:  # the inputs and stamps are checked by now: only an overflow is left
             return None
-        if self.collision is None and not core.exceeds(external, self._thresholds):
-            return external, None  # collision_events would find nothing: skip its bookkeeping
+        watched = external = r[6:] if self._floating else r
+        base = None
+        if self._contact_observer is not None:
+            rest, _ = self._contact_observer.beyond(
+                self.model, sample.q[None], None if pose is None else pose[None], r[None],
+                None if active is None else active[None], self._measured_wrench)
+            external = rest[0, rest.shape[1] - len(external):]
+            watched = event_residual(self.model, external, rest[0])
+            base = rest[0, :6] if self._floating else None
+        if self.collision is None and not core.exceeds(watched, self._thresholds):
+            return external, None, base  # collision_events would find nothing: skip its bookkeeping
         was = self.collision
-        _, self.collision = core.collision_events(np.array([sample.stamp_ns]), external[None], self._thresholds,
+        _, self.collision = core.collision_events(np.array([sample.stamp_ns]), watched[None], self._thresholds,
                                                   release=self.config.collision_release, ongoing=was)
         started = self.collision if was is None else None
         if started is not None:
             self.stats.collisions += 1
-        return external, started
+        return external, started, base
 
     def _out_of_range(self, out: DynamicsOutputs, bound: FloatArray) -> bool:
         """Whether a published torque exceeds its bound (warned, naming the joint)."""
@@ -528,6 +558,11 @@ class DynamicsPipeline:
         elif source is ContactSource.WRENCH:
             assert self._sensors is not None
             state = self._sensors.state(sample.stamp_ns, cfg.contact_max_age)
+            if not isinstance(state, SkipReason):
+                self._measured_wrench = None if state.wrench is None else state.wrench[None]
+        elif source is ContactSource.OBSERVER:  # from the estimates up to the previous sample
+            assert self._contact_observer is not None
+            return self._contact_observer.state.active.copy()
         else:
             T_wc = contact_frames(self.model, contacts, sample.q, pose, fast=self._warmup is None)
             A = core.constraint_jacobian(self.model, sample.q, contacts.on(self.model), base_pose=pose)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from liedyn_ros import core
+from liedyn_ros.pipeline.observed import ContactObserver, event_names, event_residual
 
 from .errors import ReplayError
 
@@ -61,10 +62,15 @@ class ObserverSettings:
 class ExternalTorque:
     """Feeds each block to the observer and the event detector; keeps the events. `friction`:
     the joint friction --params compensates (friction_compensation), taken off the measured
-    torque as the node does; `armature`: --params' rotor inertia, in the momentum as the node's."""
+    torque as the node does; `armature`: --params' rotor inertia, in the momentum as the node's.
+    `contacts` (pipeline.observed.ContactObserver): the estimate is what remains beyond the contacts'
+    forces, and on a floating base a force on the base above `base_threshold` [N] is an event (named
+    `base_link`); with contact_source observer it also gives each sample's contact state
+    (`contact_state`, from the estimates up to the sample before, as the node)."""
 
     def __init__(self, model: Any, settings: ObserverSettings, friction: core.Friction | None = None,
-                 armature: NDArray[np.float64] | None = None) -> None:
+                 armature: NDArray[np.float64] | None = None, contacts: ContactObserver | None = None,
+                 base_threshold: float = np.inf, base_link: str = "base") -> None:
         if len(settings.threshold) not in (1, model.n):
             raise ReplayError(f"--collision-threshold takes one value or {model.n} (one per joint), "
                               f"got {len(settings.threshold)}")
@@ -73,22 +79,36 @@ class ExternalTorque:
         self.threshold = np.broadcast_to(np.asarray(settings.threshold, dtype=float), (model.n,))
         self.observer = core.MomentumObserver(model, settings.gain, max_gap=settings.max_gap, friction=friction,
                                               armature=armature)
+        self.contacts = contacts
+        self._watched = self.threshold
+        if contacts is not None and model.floating_base:
+            self._watched = np.append(self.threshold, base_threshold)
+        self.names = event_names(model, base_link)
+        self.contact_state: NDArray[np.bool_] | None = None  # per row of the last block (observer source)
         self.events: list[core.Collision] = []
         self.ongoing: core.Collision | None = None
         self.at_limit: dict[int, int] = {}  # event start_ns: samples of the event with a joint at a limit
         self.command_starts: list[int] = []  # stamps of the first effort after samples without one
         self._continuing = False  # the last sample seen had an effort: the next block goes on from it
 
-    def add(self, block: SampleBlock) -> NDArray[np.float64]:
-        """The joint part of the estimate (N, n), NaN on the samples without a measured effort."""
+    def add(self, block: SampleBlock, active: NDArray[np.bool_] | None = None) -> NDArray[np.float64]:
+        """The joint part of the estimate (N, n), NaN on the samples without a measured effort;
+        ``active`` (N, k) the contacts' state the block was computed with (not for the observer source)."""
         n, nv = self.model.n, self.model.nv
         out = np.full((len(block), n), np.nan)
+        contacts = self.contacts
+        own = contacts is not None and contacts.source_observer
+        if own:
+            assert contacts is not None
+            self.contact_state = np.zeros((len(block), contacts.contacts.k), dtype=bool)
         measured = np.isfinite(block.effort).all(axis=1)
         # runs of consecutive samples with an effort: [a, b)
         edges = np.flatnonzero(np.diff(np.concatenate([[0], measured.astype(np.int8), [0]])))
         for a, b in zip(edges[::2], edges[1::2]):
             if a > 0 or not self._continuing:
                 self.observer.reset()
+                if contacts is not None:
+                    contacts.reset()
                 self.command_starts.append(int(block.stamp_ns[a]))
             rows = slice(a, b)
             tau = np.zeros((b - a, nv))
@@ -96,7 +116,18 @@ class ExternalTorque:
             pose = None if block.base_pose is None else block.base_pose[rows]
             r = self.observer.series(block.stamp_ns[rows] * 1e-9, block.q[rows], block.v[rows], tau, base_pose=pose)
             out[rows] = r[:, nv - n:]
-            done, self.ongoing = core.collision_events(block.stamp_ns[rows], out[rows], self.threshold,
+            watched = out[rows]
+            if contacts is not None:
+                before = contacts.state.active.copy()
+                sensed = None if block.contact_wrench is None else block.contact_wrench[rows]
+                rest, after = contacts.beyond(self.model, block.q[rows], pose, r, None if own or active is None
+                                              else active[rows], sensed)
+                if own:
+                    assert self.contact_state is not None
+                    self.contact_state[rows] = np.vstack((before[None], after[:-1]))
+                out[rows] = rest[:, nv - n:]
+                watched = event_residual(self.model, out[rows], rest)
+            done, self.ongoing = core.collision_events(block.stamp_ns[rows], watched, self._watched,
                                                       release=self.settings.release, ongoing=self.ongoing)
             self.events += done
             self._count_limits(block.stamp_ns[rows], block.q[rows], block.v[rows], done, self.ongoing)
@@ -140,5 +171,5 @@ class ExternalTorque:
         if not efforts_usable:
             return []
         events = self.events + ([self.ongoing] if self.ongoing is not None else [])
-        return [{"start_ns": e.start_ns, "end_ns": e.end_ns, "joint": self.model.joint_names[e.joint],
+        return [{"start_ns": e.start_ns, "end_ns": e.end_ns, "joint": self.names[e.joint],
                  "peak": e.peak, "kind": self.kind(e)} for e in events]

@@ -15,6 +15,7 @@ Data flow, one block of `chunk_size` joint samples at a time::
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import threading
@@ -175,6 +176,15 @@ def _observer(config: pipeline.PipelineConfig) -> ObserverSettings:
                             release=config.collision_release, max_gap=config.observer_max_gap)
 
 
+def _contact_observer(config: pipeline.PipelineConfig, contacts: pipeline.Contacts | None
+                      ) -> pipeline.ContactObserver | None:
+    """The observer's view of the contacts (pipeline.observed), None without contacts."""
+    if contacts is None:
+        return None
+    return pipeline.ContactObserver(contacts, config.contact_force_threshold, config.contact_force_release,
+                                    config.contact_source is pipeline.ContactSource.OBSERVER)
+
+
 def _dynamics(urdf_model: Any, params: dict[str, Any], options: ReplayOptions) -> Dynamics:
     """The node's model and friction compensation: --params' payload, friction, inertial parameters."""
     try:
@@ -254,7 +264,8 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         recorder = PlotRecorder(names, kinds, effort_label="commanded" if topics.effort else "measured",
                                 gravity=bool(np.any(model.gravity)), contact_links=links, constrained=constrained)
         armature = None if dyn.drive is None else dyn.drive.armature
-        external = ExternalTorque(model, _observer(config), dyn.friction, armature)
+        external = ExternalTorque(model, _observer(config), dyn.friction, armature, _contact_observer(config, contacts),
+                                  config.external_force_threshold, config.base_link or str(model.root_link))
         clues = hints.Clues(names, topics)
         with OutputWriter(options.out, model, config) as writer:
             dynamics = BlockDynamics(model, config, contacts, options, predict, dyn.friction, loops, armature)
@@ -352,9 +363,14 @@ def _stream(stream: SampleStream, options: ReplayOptions, dynamics: BlockDynamic
         t = block.stamp_ns * 1e-9 - recorder.t0
         block, accel = leave_out(block, accel, (t >= window[0]) & (t <= window[1]), "outside_window")
         if len(block):
-            result = dynamics.run(block, accel)
+            if external.contacts is not None and external.contacts.source_observer:  # its state first
+                tau_ext = external.add(block)
+                block = dataclasses.replace(block, contact_active=external.contact_state)
+                result = dynamics.run(block, accel)
+            else:
+                result = dynamics.run(block, accel)
+                tau_ext = external.add(block, result.outputs.contact_active)
             n = dynamics.model.n
-            tau_ext = external.add(block)
             writer.write(block, result.outputs, accel, result.fit, tau_ext)
             summary.add_block(block.effort, result.outputs, accel[:, -n:], result.fit, tau_ext)
             recorder.add_block(block, result.outputs, accel[:, -n:], result.fit, tau_ext)
