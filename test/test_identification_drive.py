@@ -68,6 +68,13 @@ def test_armature_in_feedforward_predictions_and_observer_equals_pinocchios(arm)
     observer = core.MomentumObserver(arm.model, 50.0, armature=np.array(ARMATURE))
     p, _ = observer._momentum_terms(q[0], v[0], tau[0], None)
     np.testing.assert_allclose(p, pin.crba(pm, pd, q[0]) @ v[0], atol=1e-10)
+    # the compiled single-sample step (the node's) equals the general path over the same samples
+    t = np.array([0.0, 0.01, 0.02, 0.03])
+    steps = np.array([observer.update(t[k], q[k], v[k], tau[k]) for k in range(4)])
+    series = core.MomentumObserver(arm.model, 50.0, armature=np.array(ARMATURE)).series(t, q, v, tau)
+    np.testing.assert_allclose(steps, series, atol=1e-9)
+    plain = core.MomentumObserver(arm.model, 50.0).series(t, q, v, tau)
+    assert np.abs(plain - series).max() > 1.0  # the armature's momentum is in it
 
 
 def test_node_pipeline_converts_currents_and_swaps_the_drive_with_the_model(arm):

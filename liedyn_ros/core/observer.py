@@ -68,16 +68,17 @@ class MomentumObserver:
         if friction is not None and friction.coulomb.shape != (model.n,):
             raise ValueError(f"friction: expected parameters for the {model.n} joints, got {friction.coulomb.shape[0]}")
         self.friction = friction
-        # None: no rotor inertia (the compiled step); else the general path adds it to p
         self.armature = None if armature is None or not np.any(armature) else check_vector("armature", armature, model.n)
-        # The compiled step's friction rows (Coulomb, viscous, offset, smoothing), its state
-        # (p, beta, r of the last sample, scratch g, p, beta) and scratch M, C.
+        # The compiled step's friction rows (Coulomb, viscous, offset, smoothing) and armature,
+        # its state (p, beta, r of the last sample, scratch g, p, beta) and scratch M, C.
         n, nv = model.n, model.nv
-        self._friction_table = np.zeros((4, n))
+        self._friction_table = np.zeros((5, n))
         self._friction_table[3] = 1.0
         if friction is not None:
             self._friction_table[:3] = friction.coulomb, friction.viscous, friction.offset
             self._friction_table[3] = friction.smoothing
+        if self.armature is not None:
+            self._friction_table[4] = self.armature
         self._state, self._mats = np.zeros((6, nv)), np.empty((2, nv, nv))
         self._rows = (self._state[0], self._state[1], self._state[2])  # p, beta, r: views made once
         self.reset()
@@ -117,7 +118,7 @@ class MomentumObserver:
         r are self._p, self._beta and self.residual after such a step."""
         fm = fast_model(self.model)
         T = fm.identity if base_pose is None else base_pose
-        if not (self.armature is None and type(q) is _ndarray and type(v) is _ndarray and type(tau) is _ndarray and type(T) is _ndarray
+        if not (type(q) is _ndarray and type(v) is _ndarray and type(tau) is _ndarray and type(T) is _ndarray
                 and q.ndim == 1 and (base_pose is None) is fm.fixed and type(t) in _SCALARS):
             return None
         t = float(t)

@@ -84,7 +84,7 @@ def compute_outputs(
     is what the bodies and the friction take together, as in the observer). ``armature`` (n,)
     (core.identification.Drive): the rotors' inertia on the diagonal of M, in tau_ff
     (+ armature * qdd) and in the predictions ((M + diag(armature)) qdd = tau - h). ``algorithms``
-    supplies rnea, gravity, aba and mass_matrix: the core (compiled kernels, None), or
+    supplies rnea, gravity and aba: the core (compiled kernels, None), or
     ``core.reference`` (the same results, no compilation) while the kernels are being built.
     """
     algorithms = core if algorithms is None else algorithms
@@ -143,19 +143,32 @@ def _predict_accelerations(
 
 def _with_armature(model: Any, q: FloatArray, acc: FloatArray, base_pose: FloatArray | None, armature: FloatArray,
                    algorithms: Any) -> FloatArray:
-    """The accelerations with the rotors' inertia, from aba's acc = M^-1 (tau - h):
-    (M + diag(armature)) a = M acc, batched (NaN rows stay NaN)."""
-    rows = acc.reshape(-1, model.nv)
-    ok = np.isfinite(rows).all(axis=-1)
-    out = rows.copy()
-    if ok.any():
-        pose = None if base_pose is None else np.reshape(base_pose, (-1, 4, 4))[ok]
-        M = algorithms.mass_matrix(model, np.reshape(q, (-1, model.n))[ok], base_pose=pose)
-        Ma = M.copy()
-        j = np.arange(model.nv - model.n, model.nv)
-        Ma[:, j, j] += armature
-        out[ok] = np.linalg.solve(Ma, M @ rows[ok][..., None])[..., 0]
-    return out.reshape(acc.shape)
+    """The accelerations with the rotors' inertia D = diag(armature), from aba's acc = M^-1 (tau - h):
+    (M + D) a = M acc, so a = (1 + M^-1 D)^-1 acc. M^-1's joint columns come from aba at rest,
+    M^-1 x = aba(q, 0, x + g(q)): the aba and gravity kernels the node has built already, single
+    samples on their single-sample path. Batch rows with NaN stay NaN."""
+    if acc.ndim > 1:
+        ok = np.isfinite(acc).all(axis=-1)
+        out = acc.copy()
+        if ok.any():
+            pose = None if base_pose is None else base_pose[ok]
+            out[ok] = _armature_solve(model, q[ok], acc[ok], pose, armature, algorithms)
+        return out
+    return _armature_solve(model, q, acc, base_pose, armature, algorithms)
+
+
+def _armature_solve(model: Any, q: FloatArray, acc: FloatArray, base_pose: FloatArray | None, armature: FloatArray,
+                    algorithms: Any) -> FloatArray:
+    g = algorithms.gravity(model, q, base_pose=base_pose)
+    rest = np.zeros_like(acc)
+    D = np.zeros(model.nv)
+    D[model.nv - model.n:] = armature
+    A = np.broadcast_to(np.eye(model.nv), acc.shape + (model.nv,)).copy()  # 1 + M^-1 D
+    for j in np.flatnonzero(D):
+        x = g.copy()
+        x[..., j] += 1.0
+        A[..., :, j] += D[j] * algorithms.aba(model, q, rest, x, base_pose=base_pose)
+    return np.linalg.solve(A, acc[..., None])[..., 0]
 
 
 def prepare_kernels(model: Any, *, batch: bool = False) -> float:

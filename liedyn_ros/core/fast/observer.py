@@ -1,7 +1,7 @@
 """Compiled single-sample step of the momentum observer (core.observer), for the node's rate.
 
-One call computes M, C and g with the kernels' own sample functions, then p = M v,
-beta = tau - tau_f(qd) + C^T v - g and the exact first-order step of the residual (see
+One call computes M, C and g with the kernels' own sample functions, then
+p = (M + diag(armature)) v, beta = tau - tau_f(qd) + C^T v - g and the exact first-order step of the residual (see
 core.observer), in place: no Python between the three passes and the update.
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ def observer_one(handle, q, v, tau, T, dt, gain, friction, state, mats):
     """One sample: state (6, nv) holds p, beta of the previous sample, r, then scratch; r is
     advanced by dt [s] when dt > 0, and p, beta become this sample's. mats (2, nv, nv): scratch.
 
-    friction (4, n): Coulomb, viscous, offset per joint and (row 3, entry 0) the tanh smoothing
-    velocity; zeros for none. BAD_INPUT for a wrong length, NaN or a pose outside SE(3), and for
+    friction (5, n): Coulomb, viscous, offset per joint, (row 3, entry 0) the tanh smoothing
+    velocity, and (row 4) the rotors' inertia on M's diagonal (armature); zeros for none. BAD_INPUT for a wrong length, NaN or a pose outside SE(3), and for
     terms that overflow (|v| ~ 1e154): the state is then left as it was.
     """
     mf, mi = model_arrays(handle)
@@ -44,6 +44,7 @@ def observer_one(handle, q, v, tau, T, dt, gain, friction, state, mats):
     for j in range(n):  # (a lone floating body has no joint, and friction no column)
         qd = v[nv - n + j]
         beta[nv - n + j] -= friction[0, j] * math.tanh(qd / friction[3, 0]) + friction[1, j] * qd + friction[2, j]
+        p[nv - n + j] += friction[4, j] * qd
     r_new = g  # g is spent: its row holds the new r until every term is known to be finite
     for i in range(nv):
         r_new[i] = r[i]
