@@ -22,6 +22,8 @@ from .regressor import regressor
 
 __all__ = ["BaseParameters", "base_parameters", "independent_columns"]
 
+ZERO_COLUMN = 1e-11  # relative column norm below which a regressor column is rounding noise
+
 
 @dataclass(frozen=True)
 class BaseParameters:
@@ -67,13 +69,16 @@ def base_parameters(model: Model, samples: int = 200, seed: int = 0, tol: float 
 def independent_columns(W: np.ndarray, tol: float = 1e-8) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(independent, dependent, beta) of the columns of W (rows, p): W[:, dependent] = W[:, independent] beta.
 
-    The rank is decided on the unit-scaled columns (scale-free); zero columns are dependent.
+    The rank is decided on the unit-scaled columns (scale-free); zero columns are dependent, and so
+    are columns of rounding noise (norm below ZERO_COLUMN x the largest: scaled to unit norm, noise
+    would look independent, as Panda's link 2 m c_z did, an exact zero computed as 5e-15).
     """
-    s = np.maximum(np.linalg.norm(W, axis=0), 1e-300)
+    s = np.linalg.norm(W, axis=0)
+    s = np.where(s > ZERO_COLUMN * s.max(initial=0.0), s, np.inf)  # noise scaled to exact zeros
     _, R, E = scipy.linalg.qr(W / s, mode="economic", pivoting=True)
     d = np.abs(np.diag(R))
     r = int(np.sum(d > tol * d[0]))
     beta = scipy.linalg.solve_triangular(R[:r, :r], R[:r, r:])
     # undo the column scaling: W_2 / s_2 = W_1 / s_1 beta  =>  W_2 = W_1 diag(s_1)^-1 beta diag(s_2)
-    beta = beta / s[E[:r], None] * s[None, E[r:]]
+    beta = beta / s[E[:r], None] * np.where(np.isfinite(s), s, 0.0)[None, E[r:]]
     return E[:r].copy(), E[r:].copy(), beta
