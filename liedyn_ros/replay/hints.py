@@ -168,6 +168,8 @@ class _Grid:
         if len(t) < 20:
             return None
         dt = float(np.median(np.diff(t)))
+        span = t <= 4 * MAX_ROWS * dt  # efforts spread thinly over hours: the grid stays bounded
+        t, effort, torque = t[span], effort[span], torque[span]
         g = np.arange(0.0, t[-1] + dt / 2, dt)
         at = np.clip(np.searchsorted(t, g), 1, len(t) - 1)
         near = np.minimum(np.abs(t[at] - g), np.abs(t[at - 1] - g))
