@@ -247,10 +247,12 @@ def test_the_robot_comes_from_the_manifest_the_pattern_or_the_directory(tmp_path
     assert [e.robot for e in discover(bags, robot_pattern=r"/(r\d)_log")] == ["r1", "r2"]
     assert [e.path.name for e in discover([tmp_path / "site" / "*" / "r2_*.mcap"])] == ["r2_log.mcap"]
     manifest = tmp_path / "site" / "fleet.csv"
-    manifest.write_text("bag,robot,urdf,time\nr1/r1_log.mcap,arm-7,arm.urdf,2026-11-01\nr2/r2_log.mcap,arm-8,,\n")
+    manifest.write_text("bag,robot,urdf,time,identify\nr1/r1_log.mcap,arm-7,arm.urdf,2026-11-01,friction; payload tool0\n"
+                        "r2/r2_log.mcap,arm-8,,,\n")
     entries = discover(bags, manifest=manifest)
-    assert [(e.robot, e.urdf, e.time) for e in entries] == [
-        ("arm-7", tmp_path / "site" / "arm.urdf", "2026-11-01"), ("arm-8", None, None)]
+    assert [(e.robot, e.urdf, e.time, e.identify) for e in entries] == [
+        ("arm-7", tmp_path / "site" / "arm.urdf", "2026-11-01", (("friction",), ("payload", "tool0"))),
+        ("arm-8", None, None, None)]
     with pytest.raises(ReplayError, match="has no group"):
         discover(bags, robot_pattern="r1")
     with pytest.raises(ReplayError, match="does not match"):

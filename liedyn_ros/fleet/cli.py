@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         elif action.dest == "jobs":
             action.help = argparse.SUPPRESS
     p.add_argument("--manifest", type=Path, metavar="FILE",
-                   help="CSV with columns bag,robot and optional urdf,params,time (paths relative to it)")
+                   help="CSV with columns bag,robot and optional urdf,params,time,identify (paths relative to it)")
     p.add_argument("--robot-pattern", metavar="REGEX",
                    help="the robot id is the first group of REGEX searched in the bag's path "
                    "(default: the bag's parent directory name)")
@@ -98,7 +98,7 @@ def run_fleet(entries: Sequence[BagEntry], out: Path, options: ReplayOptions, sc
                 store.write_bag(out, task.name, rows.bag, rows.joints)
                 failed += rows.bag["status"] == "error"
     bags = store.read_table(out, "bags").to_pylist()
-    store.write_table(out, "identification", identification.pooled(out, bags, period) if options.identify else [])
+    store.write_table(out, "identification", identification.pooled(out, bags, period))
     flags = analysis.flags(bags, *(store.read_table(out, t).to_pylist() for t in ("joint_stats", "identification")))
     store.write_table(out, "flags", flags)
     store.build_duckdb(out)

@@ -23,6 +23,7 @@ class BagEntry:
     urdf: Path | None = None
     params: Path | None = None
     time: str | None = None  # the manifest's time column, as written
+    identify: tuple[tuple[str, ...], ...] | None = None  # the manifest's identify column, over --identify
 
 
 def bag_paths(inputs: Sequence[Path]) -> list[Path]:
@@ -92,8 +93,10 @@ def _robot_from_path(path: Path, pattern: re.Pattern[str] | None, text: str | No
 
 
 def read_manifest(manifest: Path) -> dict[Path, BagEntry]:
-    """CSV with columns bag, robot and optionally urdf, params, time; relative paths are taken
-    from the manifest's directory (so a manifest moves with its bags)."""
+    """CSV with columns bag, robot and optionally urdf, params, time, identify; relative paths are
+    taken from the manifest's directory (so a manifest moves with its bags). identify: the bag's
+    --identify targets separated by ';', e.g. "friction; payload tool0" (a fleet of several kinds
+    of robot: each its payload link)."""
     try:
         with manifest.open(newline="") as f:
             rows = list(csv.DictReader(f))
@@ -112,6 +115,7 @@ def read_manifest(manifest: Path) -> dict[Path, BagEntry]:
         bag = path(row["bag"])
         if bag is None or not row["robot"]:
             raise ReplayError(f"--manifest {manifest}, line {line}: bag and robot must not be empty")
+        targets = tuple(tuple(t.split()) for t in (row.get("identify") or "").split(";") if t.strip())
         entries[bag] = BagEntry(bag, row["robot"], path(row.get("urdf")), path(row.get("params")),
-                                row.get("time") or None)
+                                row.get("time") or None, targets or None)
     return entries

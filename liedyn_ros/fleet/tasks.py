@@ -65,12 +65,13 @@ def bag_name(path: Path) -> str:
 
 
 def make_task(entry: BagEntry, out: Path, options: ReplayOptions) -> BagTask:
-    """The bag's task; the manifest's urdf and params, where given, over the command line's. With
+    """The bag's task; the manifest's urdf, params and identify, where given, over the command line's. With
     --identify the bag is replayed whole as one recording of a pool (identification.pooled)."""
     name = bag_name(entry.path)
+    identify = entry.identify or options.identify
     bag_options = dataclasses.replace(options, out=out / "bags" / name, urdf=entry.urdf or options.urdf,
-                                      params=entry.params or options.params, progress=False,
-                                      identify_role="fit" if options.identify else "split")
+                                      params=entry.params or options.params, progress=False, identify=identify,
+                                      identify_role="fit" if identify else "split")
     return BagTask(entry, _key(entry.path, bag_options), name, bag_options)
 
 
