@@ -25,6 +25,7 @@ setup(
         "tqdm>=4.60",
         "ruamel.yaml>=0.17",  # the replay's --params (a node parameter file)
         "cvxpy>=1.4",
+        "threadpoolctl>=3.0",  # liedyn-excite: BLAS on one thread for its small matrices
     ],
     extras_require={
         # the built-in example (liedyn_ros.demo) simulates example-robot-data's Panda
@@ -58,5 +59,6 @@ setup(
         "liedyn-replay = liedyn_ros.replay.cli:main",
         "replay = liedyn_ros.replay.cli:main",
         "liedyn-fleet = liedyn_ros.fleet.cli:main",
+        "liedyn-excite = liedyn_ros.excite_cli:main",
     ]},
 )
