@@ -12,8 +12,8 @@ m/s^2 for a prismatic joint), and one legend above the panels names the curves, 
 threshold and the kinds of events. Figures are zoomed to where the robot moves (when that is less
 than most of the recording; the title says so); the residual and acceleration scales leave out
 the first and last END_S of each run of samples (the derivative's and a command's start spikes;
-the title says when that clips a curve); a panel with nothing to show says why; a curve identical
-to one drawn before it is dashed and the panel says they coincide.
+the title says when that clips a curve); a panel with nothing to show says why; a curve that looks
+identical to one drawn before it is dashed and a note says they coincide; no line bridges a gap.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ ZOOM_SHARE = 0.8  # zoom when the motion spans less than this share of the recor
 ZOOM_MARGIN = 0.1  # of the motion's span on each side, at least ZOOM_MIN_MARGIN_S
 ZOOM_MIN_MARGIN_S = 0.2
 END_S = 0.1  # s at each end of a run of values left out of the residual scales (the observer's settling time)
-COINCIDE = 1e-9  # curves closer than this share of their range are drawn as one
+COINCIDE = 0.005  # curves closer than this share of their range look as one (a line's width)
 EVENT_COLOURS = {"collision": "red", "limit": "tab:orange", "command_step": "tab:gray"}
 
 
@@ -204,13 +204,15 @@ class PlotRecorder:
         fig, axes = plt.subplots(n, 1, sharex=True, figsize=(10, 1.6 * n + 1.4), squeeze=False)
         colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
         clipped = False
+        gaps = _gaps(t)
+        t_gaps = np.insert(t, gaps, np.nan)  # no line drawn across a gap in the samples
         for j, ax in enumerate(axes[:, 0]):
             drawn: list[tuple[str, NDArray[np.float64]]] = []
             notes = []
             for c, (label, values) in enumerate(curves):
                 y = values[:, j]
                 same = next((other for other, z in drawn if _coincide(y, z, inside)), None)
-                ax.plot(t, y, label=label, linewidth=0.9, color=colours[c % len(colours)],
+                ax.plot(t_gaps, np.insert(y, gaps, np.nan), label=label, linewidth=0.9, color=colours[c % len(colours)],
                         linestyle=(0, (4, 3)) if same else "-")
                 if same:
                     notes.append(f"{label} coincides with {same}")
@@ -228,8 +230,8 @@ class PlotRecorder:
             if robust:
                 clipped |= _robust_limits(ax, t, [v[:, j] for _, v in curves], inside)
             if notes:
-                ax.text(0.01, 0.95, "; ".join(notes), transform=ax.transAxes, fontsize=7, va="top",
-                        bbox={"facecolor": "white", "alpha": 0.8, "linewidth": 0})
+                # just above the panel: a note must not cover a curve either
+                ax.text(0.0, 1.01, "; ".join(notes), transform=ax.transAxes, fontsize=7, va="bottom")
             ax.set_ylabel(f"{self.joint_names[j]}\n[{UNITS[self.kinds[j]][unit]}]", fontsize=7)
             ax.grid(True, alpha=0.3)
         # Curves that start late (commands, predictions) must not move their panel's time axis.
@@ -251,14 +253,23 @@ class PlotRecorder:
         return path
 
 
+def _gaps(t: NDArray[np.float64]) -> NDArray[np.intp]:
+    """Indices before which the time step exceeds three median steps (np.insert positions)."""
+    if len(t) < 3:
+        return np.zeros(0, dtype=np.intp)
+    step = np.diff(t)
+    return np.flatnonzero(step > 3 * np.median(step)) + 1
+
+
 def _away_from_run_ends(t: NDArray[np.float64], y: NDArray[np.float64], margin: float) -> NDArray[np.bool_]:
     """Samples of y more than `margin` [s] inside their run of finite values (runs also split
     where the time step exceeds three median steps: gaps)."""
     finite = np.isfinite(y)
     if len(t) < 2:
         return finite
-    step = np.diff(t)
-    cut = np.concatenate([[True], step > 3 * np.median(step)]) | np.concatenate([[True], ~finite[:-1]])
+    cut = np.zeros(len(t), dtype=bool)
+    cut[_gaps(t)] = True
+    cut |= np.concatenate([[True], ~finite[:-1]])
     run = np.cumsum(cut & finite)
     first = np.full(run.max() + 1, np.inf)
     last = np.full(run.max() + 1, -np.inf)
@@ -292,5 +303,5 @@ def _coincide(a: NDArray[np.float64], b: NDArray[np.float64], inside: NDArray[np
     both = np.isfinite(x) & np.isfinite(y)
     if not both.any() or (np.isfinite(x) != np.isfinite(y)).any():
         return False
-    scale = max(float(np.abs(x[both]).max()), float(np.abs(y[both]).max()), 1e-12)
+    scale = max(float(np.ptp(x[both])), float(np.ptp(y[both])), 1e-12)
     return bool(np.abs(x[both] - y[both]).max() <= COINCIDE * scale)
