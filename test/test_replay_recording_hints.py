@@ -7,7 +7,8 @@ joint states at 200 Hz; the commands go to an effort topic whose receive times a
 the simulator applied them (clean) or 30 ms later (a recorder that logs them late: the efforts are
 later than the states). The other mistakes: Pinocchio's RNEA torques of a prescribed motion as the
 JointState efforts, divided by a gear ratio, one joint's sign flipped, two joints' efforts swapped,
-and commands that start late or pause.
+and commands that start late or pause. Last, MuJoCo (an independent simulator) with joint friction
+and damping the URDF lacks: no hint, and a gear and a lag found through the friction.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import json
 
 import numpy as np
 import pytest
+from test_replay import RATE, T0, model, pin, pin_model, scenario, ur5_urdf, write_bag  # noqa: F401
 
 from liedyn_ros.replay import ReplayOptions, replay
-from test_replay import RATE, T0, model, pin, pin_model, scenario, ur5_urdf, write_bag  # noqa: F401
 
 COMMAND_HZ = 43.0
 SIM_DT = 0.001
@@ -144,3 +145,35 @@ def test_commands_that_start_late_and_pause_are_told(tmp_path, model, held_comma
     assert e["in_pauses"] == int(((received > last_before_pause + 0.5) & (received < first_after_pause)).sum())
     assert e["with_effort"] + e["before_first"] + e["in_pauses"] == e["samples"] == len(t) - 1
     assert f"{e['with_effort']} of {e['samples']} joint states carry a command of /cmd" in hints["missing_effort"]["message"]
+
+
+@pytest.fixture(scope="module")
+def mujoco_arm(model):
+    """4 s of a UR5 simulated by MuJoCo with joint damping and dry friction the URDF does not
+    have (test/simulated.py): the efforts are the applied torques, the residual is the friction."""
+    pytest.importorskip("mujoco")
+    from simulated import arm_urdf, simulate
+
+    names = model.joint_names
+    urdf = arm_urdf(ur5_urdf().read_text(), dict(zip(names, [0.5, 0.5, 0.3, 0.1, 0.1, 0.05])),
+                    dict(zip(names, [1.0, 1.0, 0.6, 0.2, 0.2, 0.1])))
+    rec = simulate(urdf, names, model, seconds=4.0, rate=RATE)
+    rng = np.random.default_rng(0)
+    return dict(stamps=T0 + np.round(rec.t * 1e9).astype(np.int64), q=rec.q, qd=rec.qd, effort=rec.effort,
+                orders=[rng.permutation(6) for _ in rec.t], names=list(names))
+
+
+def test_a_mujoco_arm_with_unmodelled_friction_gives_no_hint(tmp_path, mujoco_arm):
+    assert found(tmp_path, write_bag(tmp_path / "in", "mcap", mujoco_arm)) == []
+
+
+def test_a_mujoco_arm_through_a_gear_and_late_gives_scale_and_lag(tmp_path, model, mujoco_arm):
+    """The same recording with motor torques behind a 1:80 gear, then with efforts 20 ms late."""
+    geared = mujoco_arm | {"effort": mujoco_arm["effort"] / 80.0}
+    (hint,) = found(tmp_path / "gear", write_bag(tmp_path / "geared", "mcap", geared))
+    assert hint["code"] == "effort_scale" and set(model.joint_names[:3]) <= set(hint["evidence"]["joints"])
+    np.testing.assert_allclose(hint["evidence"]["scale"], 1 / 80, rtol=0.05)  # friction is not geared
+    e = mujoco_arm["effort"]
+    late = mujoco_arm | {"effort": np.concatenate([e[:4], e[:-4]])}  # 4 samples at 200 Hz
+    (hint,) = found(tmp_path / "late", write_bag(tmp_path / "lagged", "mcap", late))
+    assert hint["code"] == "time_offset" and hint["evidence"]["lag_s"] == pytest.approx(0.020, abs=0.005)
