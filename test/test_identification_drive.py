@@ -198,6 +198,16 @@ def test_replay_converts_currents_identifies_the_drive_and_the_file_changes_the_
             assert measured["joints"][joint][key]["rms"] < 0.1 * datasheet["joints"][joint][key]["rms"]
 
 
+@pytest.fixture(scope="module")
+def short_bag(arm, tmp_path_factory):
+    """(bag, URDF file) of 50 ms of currents."""
+    tmp = tmp_path_factory.mktemp("short")
+    urdf = tmp / "ur5.urdf"
+    urdf.write_text(urdf_text("ur5"))
+    rec = simulate(arm, seconds=0.05, seed=3)
+    return write_joint_states(tmp / "bag", rec, rec.q, rec.qd, rec.effort), urdf
+
+
 @pytest.mark.parametrize("values, words", [
     ({"effort_gear_ratio": [100.0, 100.0, 0.0, 80.0, 50.0, 50.0]},
      "effort_gear_ratio: 0 for ['elbow_joint'] must be nonzero"),
@@ -211,17 +221,13 @@ def test_replay_converts_currents_identifies_the_drive_and_the_file_changes_the_
      "wrist_3_joint: armature 1e+04 exceeds 10 x the largest diagonal entry of the URDF's mass matrix"),
     ({"friction_coulomb": [1e4], "friction_compensation": True}, "shoulder_pan_joint: friction torque 1e+04"),
 ])
-def test_tampered_file_is_refused_with_its_reason_at_load(arm, tmp_path, values, words, capsys):
+def test_tampered_file_is_refused_with_its_reason_at_load(arm, short_bag, tmp_path, values, words, capsys):
     """identified.yaml with one value changed: the node's rule (dynamics_from after
     check_parameters, as the node's validation runs them) and the replay's --params refuse it."""
     path = params_file(tmp_path / "tampered.yaml", arm.parameters(K) | {"armature": list(ARMATURE)} | values)
     with pytest.raises(ValueError, match=words.replace("(", r"\(").replace("[", r"\[").replace("+", r"\+")):
         dynamics_from(arm.model, load_parameter_file(path, arm.model.joint_names).values)
-    urdf = tmp_path / "ur5.urdf"
-    urdf.write_text(urdf_text("ur5"))
-    bag = tmp_path / "bag"
-    rec = simulate(arm, seconds=0.05, seed=3)
-    write_joint_states(bag, rec, rec.q, rec.qd, rec.effort)
+    bag, urdf = short_bag
     assert main([str(bag), "--out", str(tmp_path / "out"), "--urdf", str(urdf), "--no-progress", "--no-plots",
                  "--params", str(path)]) == 2
     assert words in capsys.readouterr().err
