@@ -26,6 +26,7 @@ setup(
         "ruamel.yaml>=0.17",  # the replay's --params (a node parameter file)
         "cvxpy>=1.4",
         "threadpoolctl>=3.0",  # liedyn-excite: BLAS on one thread for its small matrices
+        "PyYAML>=5.4",  # liedyn-excite's trajectory files, read as ros2 topic pub reads them
     ],
     extras_require={
         # the built-in example (liedyn_ros.demo) simulates example-robot-data's Panda
