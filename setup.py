@@ -9,6 +9,7 @@ setup(
     name=package_name,
     version="0.1.0",
     packages=find_packages(exclude=["test", "test.*", "benchmarks"]),
+    package_data={package_name: ["robots/*.urdf"]},  # the built-in example's Panda
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
         ("share/" + package_name, ["package.xml"]),
@@ -24,15 +25,19 @@ setup(
         "matplotlib>=3.5",
         "tqdm>=4.60",
         "ruamel.yaml>=0.17",  # the replay's --params (a node parameter file)
-        "cvxpy>=1.4",
         "threadpoolctl>=3.0",  # liedyn-excite: BLAS on one thread for its small matrices
         "PyYAML>=5.4",  # liedyn-excite's trajectory files, read as ros2 topic pub reads them
     ],
     extras_require={
-        # the built-in example (liedyn_ros.demo) simulates example-robot-data's Panda
-        "demo": ["example-robot-data>=4.1"],
+        # --identify: the physically consistent fit's solver (250 MB with its solvers, so not in the
+        # built-in example's environment)
+        "identify": ["cvxpy>=1.4"],
+        # the documentation (docs/, Sphinx with MyST Markdown pages)
+        "docs": ["sphinx>=7", "myst-parser>=2"],
         "test": [
             "pytest>=7",
+            "cvxpy>=1.4",  # the "identify" extra, tested
+            "sphinx>=7", "myst-parser>=2",  # the "docs" extra: the docs build is a test
             "pin>=3.0",
             "example-robot-data>=4.1",
             "mujoco>=3.0",
@@ -43,7 +48,7 @@ setup(
         ],
         # liedyn-fleet (liedyn_ros.fleet): many bags on Dask, results in Parquet and DuckDB, an HTML
         # report (plotly); playwright drives a headless Chromium to check that report
-        "fleet": ["dask[distributed]>=2024.1", "duckdb>=1.0", "pyarrow>=14", "plotly>=5.0", "playwright>=1.40"],
+        "fleet": ["cvxpy>=1.4", "dask[distributed]>=2024.1", "duckdb>=1.0", "pyarrow>=14", "plotly>=5.0", "playwright>=1.40"],
         # scripts/survey_urdfs.py expands xacro files without a ROS install
         "survey": ["xacro>=2.0"],
         # benchmarks/bench_figaroh.py: the identification beside FIGAROH's on the same recordings

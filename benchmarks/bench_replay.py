@@ -72,10 +72,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, nargs="+", default=[20_000, 80_000])
     args = parser.parse_args()
-    from liedyn_ros.demo import panda_urdf_path
+    from liedyn_ros.robot_data import panda_urdf
 
     # The 7-DoF arm: the Panda without its hand (joint 8 is fixed, fingers removed).
-    text = panda_urdf_path().read_text()
+    text = panda_urdf().read_text()
     start = text.index('<joint name="panda_hand_joint"')
     arm = text[:start] + "</robot>\n"
     with tempfile.TemporaryDirectory() as tmp:

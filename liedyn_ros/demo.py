@@ -2,7 +2,7 @@
 
 `python -m liedyn_ros.demo [--dir DIR]` (what `bash scripts/demo.sh` runs):
 
-1. If DIR/panda_demo_bag is absent, simulate the Franka Panda of example-robot-data with our
+1. If DIR/panda_demo_bag is absent, simulate the Franka Panda (liedyn_ros' own description) with our
    own ABA: RK4 at 500 Hz under a known torque profile (inverse dynamics of a smooth
    reference motion plus a light PD correction), and record sensor_msgs/JointState with
    position, velocity and the applied effort at 500 Hz, plus /robot_description, into a
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from liedyn_ros import core
-from liedyn_ros.robot_data import robots_dir
+from liedyn_ros.robot_data import panda_urdf
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -37,14 +37,6 @@ DURATION_S = 3.0
 START_NS = 1_700_000_000 * 1_000_000_000
 SETTLE_S = 0.5  # the check starts after the first half second
 FF_TOLERANCE = 0.01  # relative RMS
-
-
-def panda_urdf_path() -> Path:
-    """The Panda URDF shipped by example-robot-data."""
-    try:
-        return robots_dir() / "panda_description/urdf/panda.urdf"
-    except FileNotFoundError as exc:
-        raise SystemExit(str(exc)) from exc
 
 
 @dataclass(frozen=True)
@@ -167,7 +159,7 @@ def ensure_demo_bag(directory: Path) -> tuple[Path, Path]:
 
     shutil.rmtree(bag, ignore_errors=True)
     directory.mkdir(parents=True, exist_ok=True)
-    urdf = panda_urdf_path()
+    urdf = panda_urdf()
     model = core.load_urdf(str(urdf))
     print(f"simulating the Panda ({model.n} joints) for {DURATION_S} s at {RATE_HZ} Hz with liedyn ABA ...")
     sim = simulate(model)

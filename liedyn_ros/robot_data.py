@@ -1,4 +1,5 @@
-"""Where the `example-robot-data` package keeps its URDFs.
+"""Robot models: the Panda description shipped with liedyn_ros, and where the `example-robot-data`
+package keeps its URDFs.
 
 It is a cmeel package: the files sit under site-packages/cmeel.prefix/share, with no Python
 module to import, so the folder is found from the installed distribution's file list.
@@ -9,9 +10,15 @@ import importlib.metadata
 import sys
 from pathlib import Path
 
-__all__ = ["robots_dir"]
+__all__ = ["panda_urdf", "robots_dir"]
 
 _RELATIVE = Path("cmeel.prefix/share/example-robot-data/robots")
+
+
+def panda_urdf() -> Path:
+    """The Franka Panda URDF shipped with liedyn_ros (franka_ros' kinematics and inertial parameters,
+    no meshes: its source is named in the file), the built-in example's robot."""
+    return Path(__file__).resolve().parent / "robots" / "panda.urdf"
 
 
 def robots_dir() -> Path:

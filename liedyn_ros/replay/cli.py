@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import multiprocessing
 import sys
@@ -97,6 +98,8 @@ def options_from_args(args: argparse.Namespace, out: Path, progress: bool, ident
         savgol = SavgolSettings(window=args.sg_window, polyorder=args.sg_order)
     except ValueError as err:
         raise ReplayError(f"--sg-window/--sg-order: {err}") from err
+    if args.identify and importlib.util.find_spec("cvxpy") is None:  # before the replay, not after it
+        raise ReplayError("--identify needs cvxpy, the consistent fit's solver: pip install 'liedyn_ros[identify]'")
     parameters = {name: getattr(args, name) for name in PARAMETER_OPTIONS if getattr(args, name) is not None}
     joints = tuple(j.strip() for j in args.effort_joints.split(",") if j.strip()) if args.effort_joints else ()
     return ReplayOptions(

@@ -9,7 +9,9 @@ the reference's precise ValueError.
 from __future__ import annotations
 
 from .entry import drop_stale_cache
+from .notice import install as _install_compile_notice
 
+_install_compile_notice()  # a line before the first compilation, not a silent minute
 drop_stale_cache()  # before any kernel of this package (or one built on its steps) loads from the cache
 
 from .kinematics import BAD_INPUT, OK, SINGULAR  # noqa: E402

@@ -378,12 +378,20 @@ def _is_consistent(problem: IdentificationProblem, x: np.ndarray, checked) -> bo
     return True
 
 
+def _cvxpy():
+    """The solver library, imported when a fit needs it (the "identify" extra)."""
+    try:
+        import cvxpy
+    except ImportError as err:
+        raise ImportError("the consistent fit needs cvxpy: pip install 'liedyn_ros[identify]'") from err
+    return cvxpy
+
+
 def _constrained(problem: IdentificationProblem, scaled: _ScaledProblem, solver: str) -> np.ndarray:
     """The consistent least-squares z. A tiny pull to the prior keeps the hidden part where
     consistency puts it (the data are blind to it); where consistency does not need it, it is
     then set exactly to the nearest to the prior."""
-    import cvxpy as cp  # a solver library, imported when a fit needs it
-
+    cp = _cvxpy()
     f = scaled.D.size
     z = cp.Variable(f)
     E = np.zeros((scaled.free.size, f))
@@ -408,7 +416,7 @@ def _prior_weights(problem: IdentificationProblem) -> np.ndarray:
 
 def _consistency(problem: IdentificationProblem, x, checked) -> list:
     """Pseudo-inertias PSD and masses positive on the `checked` blocks, Coulomb and viscous friction >= 0."""
-    import cvxpy as cp
+    cp = _cvxpy()
 
     basis = pseudo_inertia(np.eye(10)).reshape(10, 16).T  # vec P(pi) = basis pi
     out = []
