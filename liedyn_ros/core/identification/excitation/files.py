@@ -13,7 +13,6 @@ that fails is refused with one line naming the point (or segment), the joint and
 """
 from __future__ import annotations
 
-import io
 import json
 import math
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy.special import comb
+from threadpoolctl import threadpool_limits
 
 from ...model import Model
 from .design import Excitation
@@ -63,6 +63,11 @@ def trajectory_message(names, t, q, qd, qdd) -> dict:
 
 def check_trajectory(message, model: Model, limits: Limits, *, efforts: bool = True) -> SampledTrajectory:
     """The points of a JointTrajectory mapping in model order, or TrajectoryRefused (module docstring)."""
+    with threadpool_limits(1):  # small matrices: BLAS threads only cost time
+        return _checked(message, model, limits, efforts)
+
+
+def _checked(message, model: Model, limits: Limits, efforts: bool) -> SampledTrajectory:
     names, t, q, qd, qdd = _parse(message, model)
     where = (lambda k: f"point {k} (t={t[k]:.3f} s)")
     for k in (0, len(t) - 1):
@@ -240,13 +245,10 @@ def write_trajectory(out: Path, excitation: Excitation, *, periods: int = 1, rat
 
 
 def _yaml(message: dict, excitation: Excitation, duration: float) -> str:
-    from ruamel.yaml import YAML  # imported when a file is written or read
+    import yaml  # PyYAML: what `ros2 topic pub` reads the file with
 
-    yaml = YAML(typ="safe")
-    yaml.default_flow_style = None  # lists of numbers on one line each
-    yaml.width = 1 << 16
-    buf = io.StringIO()
-    yaml.dump(message, buf)
+    body = yaml.dump(message, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), default_flow_style=None,
+                     width=1 << 16, sort_keys=False)
     kappa, random = excitation.condition_number, np.median(excitation.random_condition_numbers)
     head = (f"# liedyn-excite: excitation trajectory for {excitation.problem.model.name}, {duration:g} s after a "
             f"{message['points'][0]['time_from_start']['sec']} s approach\n"
@@ -254,7 +256,7 @@ def _yaml(message: dict, excitation: Excitation, duration: float) -> str:
             f"{excitation.single_sine_condition_number:.4g})\n"
             "# ros2 topic pub --once --stdin /<controller>/joint_trajectory trajectory_msgs/msg/JointTrajectory "
             "< trajectory.yaml\n")
-    return head + buf.getvalue()
+    return head + body
 
 
 def _design(excitation: Excitation, periods: int, rate: float, approach: float) -> dict:
@@ -278,12 +280,11 @@ def _design(excitation: Excitation, periods: int, rate: float, approach: float) 
 
 def load_trajectory(path, model: Model, limits: Limits, *, efforts: bool = True) -> SampledTrajectory:
     """A trajectory YAML file, checked (module docstring); TrajectoryRefused '<path>: <reason>' otherwise."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
+    import yaml  # PyYAML's safe loader, as `ros2 topic pub` reads the file
 
     try:
-        message = YAML(typ="safe").load(Path(path).read_text())
-    except (OSError, YAMLError, UnicodeDecodeError) as e:
+        message = yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as e:
         raise TrajectoryRefused(f"{path}: cannot be read as YAML ({' '.join(str(e).split())})") from None
     try:
         return check_trajectory(message, model, limits, efforts=efforts)
