@@ -1,17 +1,23 @@
 """Latency under real ROS 2: JointState publish -> feedforward_torque arrival in another process.
 
-For the 7-DoF Panda arm (fixed base) and Solo12 (12 joints on a floating base, odometry sent
-with each joint state) it starts `dynamics_node` in its own process, publishes joint states
+For the 7-DoF Panda arm (``panda``: fixed base), Solo12 (``solo12``: 12 joints on a floating base,
+odometry sent with each joint state) and Solo12 on its four point feet (``solo12-contacts``:
+config/solo12_contacts.yaml, a std_msgs/UInt8MultiArray contact state sent with each joint state)
+it starts `dynamics_node` in its own process, publishes joint states
 (with efforts, so the node also runs ABA and publishes predicted accelerations) at --rate Hz
 from this process and records, for every feedforward_torque that arrives here, now minus its
 stamp (the node copies the joint state's stamp, which is the publish time). Samples are counted
 after the node reports its compiled kernels ready. It prints p50 / p90 / p99 / max and the
 samples lost, and, to show where the time goes, the same figures for an echo node (a JointState
-relayed unchanged: executor and DDS alone), the CPU time the process under test spent per sample
-(from /proc: its work, whatever else loads the machine) and the pipeline's own time per sample
+relayed unchanged: executor and DDS alone), the CPU time the process under test spent per
+sample it answered (from /proc: its work, whatever else loads the machine) and the pipeline's own time per sample
 from /diagnostics (a mean since the start, the reference-path warm-up samples included).
 
-Run where ROS 2 is sourced:  python benchmarks/bench_ros_latency.py [--seconds S] [--rate HZ]
+The goal (issue 24), against the echo relay of the same run: p99 within 0.25 ms of the relay's,
+CPU per sample at most twice the relay's, nothing lost; the last columns print both.
+
+Run where ROS 2 is sourced:
+  python benchmarks/bench_ros_latency.py [--seconds S] [--rate HZ] [--cases panda solo12 solo12-contacts]
 Without rclpy it prints that it is skipped and exits 0.
 """
 from __future__ import annotations
@@ -24,9 +30,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+import yaml
 
 try:
     import rclpy
@@ -36,6 +43,7 @@ try:
     from rclpy.node import Node
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import JointState
+    from std_msgs.msg import UInt8MultiArray
 except ImportError:
     print("bench_ros_latency: skipped, no ROS 2 (rclpy) in this environment")
     sys.exit(0)
@@ -46,6 +54,28 @@ from liedyn_ros import core
 from liedyn_ros.robot_data import robots_dir
 
 ECHO = "echo"  # the relay run as a baseline
+CONFIG = Path(__file__).resolve().parent.parent / "config"
+
+
+class Case(NamedTuple):
+    """A robot and the node's parameters for it (``contacts``: a contact state sent with each sample)."""
+
+    title: str
+    urdf: str
+    floating: bool
+    parameters: dict[str, Any]
+    contacts: int
+
+
+def cases() -> dict[str, Case]:
+    robots = robots_dir()
+    solo = (robots / "solo_description/robots/solo12.urdf").read_text()
+    standing = yaml.safe_load((CONFIG / "solo12_contacts.yaml").read_text())["/**"]["ros__parameters"]
+    return {
+        "panda": Case("Panda (7, fixed)", seven_dof_panda(), False, {}, 0),
+        "solo12": Case("Solo12 (6+12, floating)", solo, True, {"floating_base": True}, 0),
+        "solo12-contacts": Case("Solo12, 4 point contacts", solo, True, standing, len(standing["contact_links"])),
+    }
 
 
 def echo_main() -> None:
@@ -62,17 +92,15 @@ def echo_main() -> None:
         pass
 
 
-def start(kind: str, urdf: str, floating: bool, workdir: Path) -> subprocess.Popen[bytes]:
-    """The process under test: dynamics_node with this URDF, or the echo relay."""
+def start(kind: str, case: Case, workdir: Path) -> subprocess.Popen[bytes]:
+    """The process under test: dynamics_node (its console script's code) for this case, or the echo relay."""
     if kind == ECHO:
         cmd = [sys.executable, __file__, "--echo"]
     else:
         params = workdir / "params.yaml"
-        import yaml
-
-        params.write_text(yaml.safe_dump({"liedyn_dynamics": {"ros__parameters": {
-            "robot_description": urdf, "floating_base": floating, "diagnostics_period": 0.5}}}))
-        cmd = [sys.executable, "-m", "liedyn_ros.dynamics_node", "--ros-args", "--params-file", str(params)]
+        values = {**case.parameters, "robot_description": case.urdf, "diagnostics_period": 0.5}
+        params.write_text(yaml.safe_dump({"liedyn_dynamics": {"ros__parameters": values}}))
+        cmd = [sys.executable, "-m", "liedyn_ros.node_main", "--ros-args", "--params-file", str(params)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -80,11 +108,13 @@ def start(kind: str, urdf: str, floating: bool, workdir: Path) -> subprocess.Pop
 class Probe(Node):
     """Publishes joint states (and odometry) with stamp = publish time; records arrival - stamp."""
 
-    def __init__(self, model: core.Model) -> None:
+    def __init__(self, model: core.Model, contacts: int) -> None:
         super().__init__("latency_probe")
         self.model = model
         self.js_pub = self.create_publisher(JointState, "joint_states", 10)
         self.odom_pub = self.create_publisher(Odometry, "odom", 10)
+        self.contact_pub = self.create_publisher(UInt8MultiArray, "contact_state", 10) if contacts else None
+        self.contact_state = UInt8MultiArray(data=[1] * contacts)  # all feet down
         reliable = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
         self.create_subscription(JointState, "feedforward_torque", self._on_output, reliable)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
@@ -93,8 +123,10 @@ class Probe(Node):
         self.kernels_ready = False
         self.compute_us: list[float] = []
         rng = np.random.default_rng(0)
-        self.q, self.qd = rng.uniform(-1, 1, model.n), rng.normal(size=model.n)
-        self.effort = rng.normal(size=model.n)
+        self.js = JointState(name=list(model.joint_names), position=rng.uniform(-1, 1, model.n).tolist(),
+                             velocity=rng.normal(size=model.n).tolist(), effort=rng.normal(size=model.n).tolist())
+        self.odom = Odometry(child_frame_id=model.root_link)
+        self.odom.pose.pose.orientation.w = 1.0
 
     def _on_output(self, msg: JointState) -> None:
         arrived = time.time_ns()
@@ -112,18 +144,16 @@ class Probe(Node):
                 self.compute_us.append(float(values["compute_time_us_mean"]))
 
     def publish(self, stamp_ns: int) -> None:
+        """One sample: odometry, contact state, joint state, each stamped ``stamp_ns`` (the messages
+        are made once: this process must keep up with the rate on a loaded machine too)."""
         sec, nsec = divmod(stamp_ns, 1_000_000_000)
         if self.model.floating_base:
-            odom = Odometry()
-            odom.header.stamp.sec, odom.header.stamp.nanosec = sec, nsec
-            odom.child_frame_id = self.model.root_link
-            odom.pose.pose.orientation.w = 1.0
-            self.odom_pub.publish(odom)
-        js = JointState()
-        js.header.stamp.sec, js.header.stamp.nanosec = sec, nsec
-        js.name = list(self.model.joint_names)
-        js.position, js.velocity, js.effort = self.q.tolist(), self.qd.tolist(), self.effort.tolist()
-        self.js_pub.publish(js)
+            self.odom.header.stamp.sec, self.odom.header.stamp.nanosec = sec, nsec
+            self.odom_pub.publish(self.odom)
+        if self.contact_pub is not None:
+            self.contact_pub.publish(self.contact_state)
+        self.js.header.stamp.sec, self.js.header.stamp.nanosec = sec, nsec
+        self.js_pub.publish(self.js)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -132,10 +162,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_case(kind: str, model: core.Model, urdf: str, seconds: float, rate: float) -> dict[str, Any]:
+def run_case(kind: str, case: Case, seconds: float, rate: float) -> dict[str, Any]:
+    model = core.load_urdf(case.urdf, floating_base=case.floating)
     with tempfile.TemporaryDirectory() as tmp:
-        proc = start(kind, urdf, model.floating_base, Path(tmp))
-        probe = Probe(model)
+        proc = start(kind, case, Path(tmp))
+        probe = Probe(model, case.contacts)
         executor = SingleThreadedExecutor()
         executor.add_node(probe)
         spinner = threading.Thread(target=executor.spin, daemon=True)
@@ -165,43 +196,47 @@ def run_case(kind: str, model: core.Model, urdf: str, seconds: float, rate: floa
             cpu = cpu_seconds(proc.pid) - cpu_before
         finally:
             executor.shutdown()
+            spinner.join()
             probe.destroy_node()
             proc.terminate()
-            proc.wait(10)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:  # a starved relay still draining its queue
+                proc.kill()
+                proc.wait()
         got = np.array([probe.latencies[s] for s in sent if s in probe.latencies]) * 1e6
         return {"sent": len(sent), "lost": len(sent) - got.size,
                 "p50": np.percentile(got, 50), "p90": np.percentile(got, 90),
                 "p99": np.percentile(got, 99), "max": got.max(),
                 "compute": float(np.median(probe.compute_us)) if probe.compute_us else float("nan"),
-                "cpu": cpu / len(sent) * 1e6}
+                "cpu": cpu / max(got.size, 1) * 1e6}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per case")
     parser.add_argument("--rate", type=float, default=1000.0, help="joint states per second")
+    parser.add_argument("--cases", nargs="+", choices=["panda", "solo12", "solo12-contacts"],
+                        default=["panda", "solo12", "solo12-contacts"], help="robots to run (default: all three)")
     parser.add_argument("--echo", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.echo:
         echo_main()
         return
-    robots = robots_dir()
-    solo = (robots / "solo_description/robots/solo12.urdf").read_text()
-    cases = {
-        "Panda arm (7, fixed)": (seven_dof_panda(), False),
-        "Solo12 (6+12, floating)": (solo, True),
-    }
+    chosen = [cases()[name] for name in args.cases]
     rclpy.init()
     print(f"JointState publish -> feedforward_torque arrival, {args.rate:.0f} Hz for {args.seconds:.0f} s, "
           f"RMW {os.environ.get('RMW_IMPLEMENTATION', 'default')}")
-    print(f"{'robot':<24} {'process':<13} {'p50 us':>7} {'p90 us':>7} {'p99 us':>7} {'max us':>8} "
-          f"{'lost':>9} {'CPU us/sample':>13} {'pipeline us':>11}")
-    for name, (urdf, floating) in cases.items():
-        model = core.load_urdf(urdf, floating_base=floating)
+    print(f"{'robot':<26} {'process':<13} {'p50 us':>7} {'p90 us':>7} {'p99 us':>7} {'max us':>8} "
+          f"{'lost':>11} {'CPU us/sample':>13} {'pipeline us':>11} {'p99 - relay':>11} {'CPU / relay':>11}")
+    for case in chosen:
+        relay: dict[str, Any] = {}
         for kind in (ECHO, "dynamics_node"):
-            r = run_case(kind, model, urdf, args.seconds, args.rate)
-            print(f"{name:<24} {kind:<13} {r['p50']:7.0f} {r['p90']:7.0f} {r['p99']:7.0f} {r['max']:8.0f} "
-                  f"{r['lost']:>4}/{r['sent']:<4} {r['cpu']:13.0f} {r['compute']:11.0f}", flush=True)
+            r = run_case(kind, case, args.seconds, args.rate)
+            relay = relay or r
+            print(f"{case.title:<26} {kind:<13} {r['p50']:7.0f} {r['p90']:7.0f} {r['p99']:7.0f} {r['max']:8.0f} "
+                  f"{r['lost']:>5}/{r['sent']:<5} {r['cpu']:13.0f} {r['compute']:11.0f} "
+                  f"{r['p99'] - relay['p99']:11.0f} {r['cpu'] / relay['cpu']:11.2f}", flush=True)
     rclpy.shutdown()
 
 

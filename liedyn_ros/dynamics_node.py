@@ -2,7 +2,8 @@
 accelerations out. It only wires ROS to :mod:`liedyn_ros.pipeline`, which does all the work.
 
 Console scripts ``dynamics_node`` and ``dynamics_lifecycle_node`` (liedyn_ros.node_main, which
-also handles Ctrl-C and SIGTERM); parameters in config/dynamics.yaml; topics in CONVENTIONS.md.
+also handles Ctrl-C and SIGTERM); the contract (topics, frames, orderings, parameters) is
+docs/node.md, the defaults are in config/dynamics.yaml.
 """
 from __future__ import annotations
 
@@ -93,6 +94,7 @@ class DynamicsNode(Node):
         self._outputs: dict[str, Publisher] = {}
         self._contact_subscriptions: list[Any] = []
         self._odom_subscription: Any = None  # only a floating-base model listens to odometry
+        self.joint_state_subscription: Any = None  # the samples (node_main's loop serves them last)
         self._warned_flaws: set[str] = set()
         self._errors = NodeErrors()  # caught outside the samples, for /diagnostics
         self._active = not managed  # computing and publishing outputs (a managed node: when active)
@@ -125,6 +127,7 @@ class DynamicsNode(Node):
         self._pipeline = self._factory = self._urdf_model = self._swap = None
         self._description, self._model_status, self._rebuild = "", WAITING, False
         self._outputs, self._contact_subscriptions, self._odom_subscription = {}, [], None
+        self.joint_state_subscription = None
 
     def _diagnostics_period(self) -> float:
         """diagnostics_period, or its default when it is not > 0 and finite (0 would spin the timer,
@@ -181,7 +184,7 @@ class DynamicsNode(Node):
     def _create_subscriptions(self) -> None:
         # Sensor-data QoS (best effort) also receives from reliable publishers.
         overrides = QoSOverridingOptions.with_default_policies()
-        self.create_subscription(
+        self.joint_state_subscription = self.create_subscription(
             sensor_msgs.JointState, "joint_states", self._guard(self._on_joint_state, "joint state"),
             qos_profile_sensor_data, qos_overriding_options=overrides,
         )

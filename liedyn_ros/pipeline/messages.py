@@ -110,16 +110,19 @@ def double_array(x: FloatArray) -> array.array[float]:
 class OutputMessageFactory:
     """Builds the node's output messages from a :class:`PipelineOutput`.
 
-    Keys of :meth:`build`'s result are the topic names of CONVENTIONS.md (relative); which
+    Keys of :meth:`build`'s result are the output topic names of docs/node.md (relative); which
     ones appear follows the config's ``publish_*`` switches, whether efforts were measured
-    (predicted accelerations and external torque) and whether the base floats. Every call
-    returns new messages but external_torque and the contact wrenches: each is one message per
-    topic whose stamp and values each call replaces (the observer's budget is a fifth of the
-    per-sample time, and a new JointState costs a third of that; four new WrenchStamped cost as
-    much as the contacts' whole dynamics; publish serializes them at once, so the node may reuse
-    them). The empty
-    float64[] value is made once and passed to every message (rclpy copies a float64[] into the
-    message and rosbags' empty numpy array holds nothing to change).
+    (predicted accelerations and external torque) and whether the base floats.
+
+    :meth:`build` returns the same message objects at every call, refilled in place: one
+    message per topic, made at its first use, whose float64[] fields are written through a
+    numpy view of their buffer and whose headers all share one stamp object, set once per call.
+    Making a message costs tens of times more than refilling it (rclpy's constructors check
+    every field; a 12-joint JointState: 150 us against 7 us on the loaded 2-core machine), and
+    at 1 kHz the node's CPU time per sample is the budget (bench_ros_latency.py). Publish or
+    serialize the messages before the next call (rclpy's publish serializes at once). The
+    ``collision`` message, rare, is new each time; the single-message methods below
+    (``torque_state``, ``wrench``...: the replay's templates) make new messages.
     """
 
     def __init__(self, classes: MessageClasses, model: Any, config: PipelineConfig) -> None:
@@ -134,49 +137,79 @@ class OutputMessageFactory:
         self.contact_links = () if contacts is None else contacts.links
         self._contacts = contacts
         self._contact_topics = [contact_wrench_topic(link) for link in self.contact_links]
-        self._external: Any = None  # the external_torque message, refilled by each build
-        self._contact_msgs: list[Any] = [None] * len(self.contact_links)  # likewise, per contact
+        # What build refills (see the class docstring): the stamp every header holds, a header
+        # per frame, per topic the message and what writes new values into it.
+        self._stamp = classes.Time(sec=0, nanosec=0)
+        self._headers: dict[str, Any] = {}
+        self._reused: dict[str, tuple[Any, Callable[[FloatArray], None]]] = {}
 
     def build(self, out: PipelineOutput) -> dict[str, Any]:
         cfg, res = self.config, out.outputs
-        header = self.header(out.stamp_ns, out.frame_id)
+        sec, nanosec = divmod(int(out.stamp_ns), NS_PER_S)
+        stamp = self._stamp
+        stamp.sec, stamp.nanosec = sec, nanosec
+        frame, refill = out.frame_id, self._refill
         msgs: dict[str, Any] = {}
         if cfg.publish_feedforward:
-            msgs[TOPIC_FEEDFORWARD] = self.torque_state(header, res.tau_ff)
+            msgs[TOPIC_FEEDFORWARD] = refill(TOPIC_FEEDFORWARD, frame, self.torque_state, effort_writer, res.tau_ff)
         if cfg.publish_gravity:
-            msgs[TOPIC_GRAVITY] = self.torque_state(header, res.tau_g)
+            msgs[TOPIC_GRAVITY] = refill(TOPIC_GRAVITY, frame, self.torque_state, effort_writer, res.tau_g)
         if cfg.publish_predicted_acceleration and res.qdd_pred is not None:
-            msgs[TOPIC_PREDICTED_ACCELERATION] = self.acceleration_trajectory(header, res.qdd_pred)
+            msgs[TOPIC_PREDICTED_ACCELERATION] = refill(TOPIC_PREDICTED_ACCELERATION, frame,
+                                                        self.acceleration_trajectory, acceleration_writer,
+                                                        res.qdd_pred)
         if self.floating_base and cfg.publish_base_outputs:
-            base_header = self.header(out.stamp_ns, out.base_frame)
             if res.base_wrench is not None:
-                msgs[TOPIC_BASE_WRENCH] = self.wrench(base_header, res.base_wrench)
+                msgs[TOPIC_BASE_WRENCH] = refill(TOPIC_BASE_WRENCH, out.base_frame, self.wrench, wrench_writer,
+                                                 res.base_wrench)
             if res.base_acc_pred is not None:
-                msgs[TOPIC_BASE_ACCELERATION] = self.accel(base_header, res.base_acc_pred)
+                msgs[TOPIC_BASE_ACCELERATION] = refill(TOPIC_BASE_ACCELERATION, out.base_frame, self.accel,
+                                                       accel_writer, res.base_acc_pred)
         if cfg.publish_effort_command:
-            msgs[TOPIC_EFFORT_COMMAND] = self.effort_command(res.tau_ff)
+            msgs[TOPIC_EFFORT_COMMAND] = refill(TOPIC_EFFORT_COMMAND, None, self._command, data_writer,
+                                                np.asarray(res.tau_ff)[self.command_index])
         if out.external_torque is not None:
-            msgs[TOPIC_EXTERNAL_TORQUE] = self.external_state(header, out.external_torque)
+            msgs[TOPIC_EXTERNAL_TORQUE] = refill(TOPIC_EXTERNAL_TORQUE, frame, self.torque_state, effort_writer,
+                                                 out.external_torque)
         if out.collision is not None:
             msgs[TOPIC_COLLISION] = self.collision_state(out.collision)
         if cfg.publish_unconstrained and res.tau_free is not None:  # contacts or loops
-            msgs[TOPIC_UNCONSTRAINED_FEEDFORWARD] = self.torque_state(header, res.tau_free)
+            msgs[TOPIC_UNCONSTRAINED_FEEDFORWARD] = refill(TOPIC_UNCONSTRAINED_FEEDFORWARD, frame,
+                                                           self.torque_state, effort_writer, res.tau_free)
         if self._contacts is not None and res.contact_active is not None and res.contact_wrench is not None:
-            wrench = wrench_at_link(self._contacts, res.contact_wrench).reshape(-1).tolist()
-            stamp, reused = header.stamp, self._contact_msgs
+            wrench = wrench_at_link(self._contacts, res.contact_wrench)
             for i, on in enumerate(res.contact_active.tolist()):
-                if not on:
-                    continue
-                msg = reused[i]
-                if msg is None:  # made once, refilled by every later build (see the class docstring)
-                    header_i = self.c.Header(stamp=stamp, frame_id=self.contact_links[i])
-                    msg = reused[i] = self.wrench(header_i, np.asarray(wrench[6 * i:6 * i + 6]))
-                else:
-                    msg.header.stamp = stamp
-                    m, f = msg.wrench.torque, msg.wrench.force
-                    m.x, m.y, m.z, f.x, f.y, f.z = wrench[6 * i:6 * i + 6]
-                msgs[self._contact_topics[i]] = msg
+                if on:
+                    topic = self._contact_topics[i]
+                    msgs[topic] = refill(topic, self.contact_links[i], self.wrench, wrench_writer, wrench[i])
         return msgs
+
+    def _refill(self, topic: str, frame: str | None, make: Callable[[Any, FloatArray], Any],
+                writer: Callable[[Any], Callable[[FloatArray], None]], values: FloatArray) -> Any:
+        """``topic``'s message holding ``values`` under the shared stamp, in the header of
+        ``frame`` (None: a message without a header): made by ``make(header, values)`` at the
+        first call, then written by what ``writer(message)`` returned then."""
+        reused = self._reused.get(topic)
+        if reused is None:
+            msg = make(None if frame is None else self._header(frame), values)
+            self._reused[topic] = (msg, writer(msg))
+            return msg
+        msg, write = reused
+        if frame is not None and msg.header.frame_id != frame:  # a joint state with another frame_id
+            msg.header = self._header(frame)
+        write(values)
+        return msg
+
+    def _header(self, frame: str) -> Any:
+        """The header of ``frame`` holding the shared stamp (one per frame, made once)."""
+        header = self._headers.get(frame)
+        if header is None:
+            header = self._headers[frame] = self.c.Header(stamp=self._stamp, frame_id=frame)
+        return header
+
+    def _command(self, header: Any, tau: FloatArray) -> Any:
+        return self.c.Float64MultiArray(layout=self.c.MultiArrayLayout(dim=[], data_offset=0),
+                                        data=self.c.float_array(tau))
 
     def header(self, stamp_ns: int, frame_id: str) -> Any:
         sec, nanosec = divmod(int(stamp_ns), NS_PER_S)
@@ -189,15 +222,6 @@ class OutputMessageFactory:
             header=header, name=list(self.joint_names), position=empty, velocity=empty,
             effort=self.c.float_array(tau),
         )
-
-    def external_state(self, header: Any, tau: FloatArray) -> Any:
-        """The external_torque JointState, made once and refilled (see the class docstring)."""
-        msg = self._external
-        if msg is None:
-            msg = self._external = self.torque_state(header, tau)
-        else:
-            msg.header, msg.effort = header, self.c.float_array(tau)
-        return msg
 
     def collision_state(self, event: Any) -> Any:
         """sensor_msgs/JointState of a collision (core.Collision) as it starts: stamped with its
@@ -233,10 +257,44 @@ class OutputMessageFactory:
     def effort_command(self, tau: FloatArray) -> Any:
         """std_msgs/Float64MultiArray in ``command_joints`` order (ros2_control effort
         controllers take exactly this, with an empty layout)."""
-        layout = self.c.MultiArrayLayout(dim=[], data_offset=0)
-        return self.c.Float64MultiArray(
-            layout=layout, data=self.c.float_array(np.asarray(tau)[self.command_index])
-        )
+        return self._command(None, np.asarray(tau)[self.command_index])
+
+
+# How build writes new values into a message it made: float64[] through a numpy view of the
+# field's buffer (rclpy's array.array and rosbags' numpy array alike), vectors by their floats.
+
+def _into(field: Any) -> Callable[[FloatArray], None]:
+    view = np.frombuffer(field, dtype=np.float64)
+
+    def write(values: FloatArray) -> None:
+        view[:] = values
+    return write
+
+
+def _into_vectors(first: Any, second: Any) -> Callable[[FloatArray], None]:
+    def write(values: FloatArray) -> None:
+        first.x, first.y, first.z, second.x, second.y, second.z = values.tolist()
+    return write
+
+
+def effort_writer(msg: Any) -> Callable[[FloatArray], None]:
+    return _into(msg.effort)
+
+
+def acceleration_writer(msg: Any) -> Callable[[FloatArray], None]:
+    return _into(msg.points[0].accelerations)
+
+
+def data_writer(msg: Any) -> Callable[[FloatArray], None]:
+    return _into(msg.data)
+
+
+def wrench_writer(msg: Any) -> Callable[[FloatArray], None]:
+    return _into_vectors(msg.wrench.torque, msg.wrench.force)  # (m, f)
+
+
+def accel_writer(msg: Any) -> Callable[[FloatArray], None]:
+    return _into_vectors(msg.accel.angular, msg.accel.linear)  # (omega', v')
 
 
 def command_indices(joint_names: Sequence[str], command_joints: Sequence[str]) -> NDArray[np.intp]:
