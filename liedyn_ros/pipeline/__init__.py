@@ -79,7 +79,7 @@ from liedyn_ros.pipeline.decode import (
 )
 from liedyn_ros.pipeline.estimate import AccelerationEstimator, estimate_accelerations
 from liedyn_ros.pipeline.loops import Loops, base_held, closest_loop_forces, compute_loop_outputs, loop_torques, resolve_loops
-from liedyn_ros.pipeline.observed import ContactObserver, ObservedContacts, contact_residual, event_names, normal_forces
+from liedyn_ros.pipeline.observed import ContactObserver, ObservedContacts, contact_estimate, event_names, measured_torque, normal_forces, residual_beyond
 from liedyn_ros.pipeline.messages import (
     TOPIC_BASE_ACCELERATION,
     TOPIC_BASE_WRENCH,
@@ -111,7 +111,8 @@ from liedyn_ros.pipeline.diagnostics import DiagnosticsReport, DiagnosticsReport
 __all__ = [
     "NODE_ONLY_PARAMETERS", "config_from_parameters",
     "PARAMETERS", "ParameterError", "Parameters", "check_parameters", "load_parameter_file",
-    "ContactObserver", "ObservedContacts", "contact_residual", "event_names", "normal_forces",
+    "ContactObserver", "ObservedContacts", "contact_estimate", "event_names", "measured_torque", "normal_forces",
+    "residual_beyond",
     "Loops", "base_held", "closest_loop_forces", "compute_loop_outputs", "loop_torques", "resolve_loops",
     "TOPIC_CONTACT_WRENCH", "TOPIC_UNCONSTRAINED_FEEDFORWARD", "ContactSource", "ContactChecks",
     "Contacts", "ContactState", "WrenchSensors", "centre_of_pressure", "check_tipping",

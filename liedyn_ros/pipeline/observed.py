@@ -3,15 +3,22 @@ them, and contacts from proprioception (``contact_source: observer``).
 
 On a robot standing on its feet the observer's residual r (nv) holds the ground's forces,
 r = A^T lam + r_beyond (A the contacts' Jacobian): read as an external torque, the ground is a
-never-ending collision. The contacts' forces lam are measured (foot sensors: the wrench source), or
-else estimated from the joint rows of r, the forces the joints feel:
+never-ending collision. Measured contact forces (foot sensors: the wrench source) join the applied
+torques the observer integrates, tau + A^T lam, so that its residual is r_beyond itself (filtered
+like the rest). Otherwise lam is estimated from the joint rows of r, the forces the joints feel:
 
-    lam = argmin |r_j - A_j^T lam|,   the rows of the contacts not down held at zero
+    lam = argmin |r_j - A_j^T lam|   over every configured contact
 
 (the per-leg J^T pseudo-inverse of legged robots: a 3-joint leg on a point foot gives
-lam_leg = J_leg^-T r_leg exactly). What remains, r_beyond = r - A^T lam, pushes the robot beyond
-its feet: on the base rows a push on the trunk (its wrench (m, f) in the base frame), on the joints
-a leg hitting something away from its foot (a leg not down keeps its whole residual).
+lam_leg = J_leg^-T r_leg exactly), and what remains pushes the robot beyond its feet:
+
+    base rows:  r_b - A_b^T lam            (a push on the trunk: its wrench (m, f), base frame)
+    joint rows: r_j - A_j^T lam_down       (only the contacts down: a leg in the air keeps its own
+                                            residual, a swing leg hitting a step shows on its joints)
+
+Every contact counts on the base rows: the estimate lags the forces by 1/K, and a foot just lifted
+still has its decaying force in r_b (subtracting only the feet down left 20-80 N on a trotting Go2's
+base at each lift-off).
 
 Contacts from the observer: per contact, the estimated force along the ground normal ``up`` with
 hysteresis, touch-down where it exceeds ``contact_force_threshold``, lift-off where it falls under
@@ -33,21 +40,34 @@ from liedyn_ros.pipeline.contacts import Contacts, contact_frames, stacked_force
 BoolArray = NDArray[np.bool_]
 
 
-def contact_residual(model: Any, contacts: Contacts, q: FloatArray, base_pose: FloatArray | None, r: FloatArray,
-                     active: BoolArray, measured: FloatArray | None = None) -> tuple[FloatArray, FloatArray]:
-    """(lam (..., m), r_beyond (..., nv)): the active contacts' forces in the observer's residual r
-    (..., nv) and what remains, r - A^T lam. ``measured`` (..., k, 6): the sensors' wrenches at the
-    contact points (m, f) in link axes, taken as they are; else lam fits the joint rows of r.
-    Batched over leading dimensions; inactive contacts' rows of lam are zero."""
+def contact_estimate(model: Any, contacts: Contacts, q: FloatArray, base_pose: FloatArray | None, r: FloatArray
+                     ) -> tuple[FloatArray, FloatArray]:
+    """(lam (..., m), A (..., m, nv)): every contact's force fitted to the joint rows of the observer's
+    residual r (..., nv), lam = argmin |r_j - A_j^T lam|, and the contacts' Jacobian. Batched."""
+    A = core.constraint_jacobian(model, q, contacts.on(model), base_pose=base_pose)
+    nb = model.nv - model.n
+    return (np.linalg.pinv(np.swapaxes(A[..., nb:], -1, -2)) @ r[..., nb:, None])[..., 0], A
+
+
+def residual_beyond(model: Any, contacts: Contacts, r: FloatArray, A: FloatArray, lam: FloatArray,
+                    active: BoolArray) -> FloatArray:
+    """r_beyond (..., nv) (the module docstring): all of lam off the base rows of r, the rows of the
+    ``active`` (..., k) contacts off its joint rows."""
+    nb = model.nv - model.n
+    rows = np.repeat(np.asarray(active, dtype=bool), np.diff(contacts.rows), axis=-1)
+    rest = np.array(r, dtype=np.float64)
+    rest[..., :nb] -= np.einsum("...mi,...m->...i", A[..., :nb], lam)
+    rest[..., nb:] -= np.einsum("...mi,...m->...i", A[..., nb:], np.where(rows, lam, 0.0))
+    return rest
+
+
+def measured_torque(model: Any, contacts: Contacts, q: FloatArray, base_pose: FloatArray | None,
+                    wrench: FloatArray, active: BoolArray) -> FloatArray:
+    """A^T lam (..., nv): the generalized force of the sensors' wrenches (..., k, 6) at the contact
+    points, (m, f) in link axes, of the ``active`` contacts: what the observer adds to the efforts."""
     A = core.constraint_jacobian(model, q, contacts.on(model), base_pose=base_pose)
     rows = np.repeat(np.asarray(active, dtype=bool), np.diff(contacts.rows), axis=-1)
-    A = np.where(rows[..., None], A, 0.0)
-    if measured is not None:
-        lam = np.where(rows, stacked_forces(contacts, measured), 0.0)
-    else:
-        nb = model.nv - model.n
-        lam = (np.linalg.pinv(np.swapaxes(A[..., nb:], -1, -2)) @ r[..., nb:, None])[..., 0]
-    return lam, r - np.einsum("...mi,...m->...i", A, lam)
+    return np.einsum("...mi,...m->...i", A, np.where(rows, stacked_forces(contacts, wrench), 0.0))
 
 
 def normal_forces(model: Any, contacts: Contacts, q: FloatArray, base_pose: FloatArray | None, lam: FloatArray
@@ -89,23 +109,23 @@ class ContactObserver:
     def __init__(self, contacts: Contacts, threshold: float, release: float, source_observer: bool) -> None:
         self.contacts, self.source_observer = contacts, source_observer
         self.state = ObservedContacts(contacts.k, threshold, release)
-        self._all = np.ones(contacts.k, dtype=bool)
 
     def reset(self) -> None:
         self.state.reset()
 
     def beyond(self, model: Any, q: FloatArray, base_pose: FloatArray | None, r: FloatArray, active: BoolArray | None,
-               measured: FloatArray | None = None) -> tuple[FloatArray, BoolArray]:
+               measured: bool = False) -> tuple[FloatArray, BoolArray]:
         """(r_beyond (N, nv), the state after each sample (N, k)) of N consecutive samples (the
-        observer's source: ``active`` None, the state updated here; else ``active`` (N, k) given)."""
+        observer's source: ``active`` None, the state updated here; else ``active`` (N, k) given).
+        ``measured``: the sensors' forces are in the observer's torques already (r is r_beyond)."""
+        if measured:
+            assert active is not None
+            return r, active
+        lam, A = contact_estimate(model, self.contacts, q, base_pose, r)
         if self.source_observer:
-            every = np.broadcast_to(self._all, r.shape[:-1] + (self.contacts.k,))
-            lam, _ = contact_residual(model, self.contacts, q, base_pose, r, every)
             active = self.state.series(normal_forces(model, self.contacts, q, base_pose, lam))
-            measured = None
         assert active is not None
-        _, rest = contact_residual(model, self.contacts, q, base_pose, r, active, measured)
-        return rest, active
+        return residual_beyond(model, self.contacts, r, A, lam, active), active
 
 
 def event_residual(model: Any, joints: FloatArray, rest: FloatArray | None) -> FloatArray:

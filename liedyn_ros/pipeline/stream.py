@@ -22,7 +22,7 @@ from liedyn_ros.pipeline.contacts import (
 )
 from liedyn_ros.pipeline.decode import JointSample, JointStateDecoder, stamp_to_ns
 from liedyn_ros.pipeline.loops import compute_loop_outputs, resolve_loops
-from liedyn_ros.pipeline.observed import ContactObserver, event_residual
+from liedyn_ros.pipeline.observed import ContactObserver, event_residual, measured_torque
 from liedyn_ros.pipeline.estimate import AccelerationEstimator
 from liedyn_ros.pipeline.pair import BaseState, Reference, decode_odometry, decode_reference, pair_odometry
 from liedyn_ros.pipeline.payload import Dynamics
@@ -363,9 +363,9 @@ class DynamicsPipeline:
         observed = self._observe(sample, v, pose, advances, active)
         if observed is None:
             return SkipReason.NON_FINITE_OUTPUT
-        external, started, base = observed
+        external, started, beyond = observed
         return PipelineOutput(sample.stamp_ns, sample.frame_id, self.base_frame, sample, outputs, external, started,
-                              base)
+                              beyond)
 
     def _refuse(self, reason: SkipReason, text: str) -> SkipReason:
         self._warner.warn(reason.value, text)  # the skip's own, shorter warning is then held back
@@ -434,12 +434,14 @@ class DynamicsPipeline:
         if observer.t is None:  # times from the observer's first sample keep float64's ns resolution
             self._observer_origin_ns = sample.stamp_ns
         t = (sample.stamp_ns - self._observer_origin_ns) * 1e-9
+        tau = np.concatenate((np.zeros(6), sample.effort)) if self._floating else sample.effort
+        wrench, contacts = self._measured_wrench, self.contacts
+        sensed = wrench is not None and active is not None and contacts is not None
+        if wrench is not None and active is not None and contacts is not None:
+            # the foot sensors' forces join the torques the observer integrates
+            tau = np.add(tau, measured_torque(self.model, contacts, sample.q, pose, wrench, active))
         try:
-            if self._floating:
-                tau = np.concatenate((np.zeros(6), sample.effort))
-                r = observer.update(t, sample.q, v, tau, base_pose=pose)
-            else:
-                r = observer.update(t, sample.q, v, sample.effort)
+            r = observer.update(t, sample.q, v, tau, base_pose=pose)
         except ValueError:  # the inputs and stamps are checked by now: only an overflow is left
             return None
         watched = external = r[6:] if self._floating else r
@@ -447,7 +449,7 @@ class DynamicsPipeline:
         if self._contact_observer is not None:
             rest, _ = self._contact_observer.beyond(
                 self.model, sample.q[None], None if pose is None else pose[None], r[None],
-                None if active is None else active[None], self._measured_wrench)
+                None if active is None else active[None], sensed)
             external = rest[0, rest.shape[1] - len(external):]
             watched = event_residual(self.model, external, rest[0])
             base = rest[0, :6] if self._floating else None
@@ -559,7 +561,7 @@ class DynamicsPipeline:
             assert self._sensors is not None
             state = self._sensors.state(sample.stamp_ns, cfg.contact_max_age)
             if not isinstance(state, SkipReason):
-                self._measured_wrench = None if state.wrench is None else state.wrench[None]
+                self._measured_wrench = state.wrench
         elif source is ContactSource.OBSERVER:  # from the estimates up to the previous sample
             assert self._contact_observer is not None
             return self._contact_observer.state.active.copy()

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from liedyn_ros import core
-from liedyn_ros.pipeline.observed import ContactObserver, event_names, event_residual
+from liedyn_ros.pipeline.observed import ContactObserver, event_names, event_residual, measured_torque
 
 from .errors import ReplayError
 
@@ -85,6 +85,7 @@ class ExternalTorque:
             self._watched = np.append(self.threshold, base_threshold)
         self.names = event_names(model, base_link)
         self.contact_state: NDArray[np.bool_] | None = None  # per row of the last block (observer source)
+        self.base_wrench: NDArray[np.float64] | None = None  # per row of the last block: the base part beyond the contacts
         self.events: list[core.Collision] = []
         self.ongoing: core.Collision | None = None
         self.at_limit: dict[int, int] = {}  # event start_ns: samples of the event with a joint at a limit
@@ -98,6 +99,8 @@ class ExternalTorque:
         out = np.full((len(block), n), np.nan)
         contacts = self.contacts
         own = contacts is not None and contacts.source_observer
+        if contacts is not None:
+            self.base_wrench = np.full((len(block), 6), np.nan)
         if own:
             assert contacts is not None
             self.contact_state = np.zeros((len(block), contacts.contacts.k), dtype=bool)
@@ -114,18 +117,25 @@ class ExternalTorque:
             tau = np.zeros((b - a, nv))
             tau[:, nv - n:] = block.effort[rows]  # a floating base has no actuator: zero base wrench
             pose = None if block.base_pose is None else block.base_pose[rows]
+            sensed = contacts is not None and block.contact_wrench is not None and active is not None
+            if sensed:  # the foot sensors' forces join the torques the observer integrates
+                assert contacts is not None and block.contact_wrench is not None and active is not None
+                tau += measured_torque(self.model, contacts.contacts, block.q[rows], pose, block.contact_wrench[rows],
+                                       active[rows])
             r = self.observer.series(block.stamp_ns[rows] * 1e-9, block.q[rows], block.v[rows], tau, base_pose=pose)
             out[rows] = r[:, nv - n:]
             watched = out[rows]
             if contacts is not None:
                 before = contacts.state.active.copy()
-                sensed = None if block.contact_wrench is None else block.contact_wrench[rows]
                 rest, after = contacts.beyond(self.model, block.q[rows], pose, r, None if own or active is None
                                               else active[rows], sensed)
                 if own:
                     assert self.contact_state is not None
                     self.contact_state[rows] = np.vstack((before[None], after[:-1]))
                 out[rows] = rest[:, nv - n:]
+                if nv > n:
+                    assert self.base_wrench is not None
+                    self.base_wrench[rows] = rest[:, :6]
                 watched = event_residual(self.model, out[rows], rest)
             done, self.ongoing = core.collision_events(block.stamp_ns[rows], watched, self._watched,
                                                       release=self.settings.release, ongoing=self.ongoing)

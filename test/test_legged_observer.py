@@ -1,0 +1,85 @@
+"""The momentum observer with contacts, and contact_source observer, on a Go2 simulated by MuJoCo
+(test/go2_sim.py): standing, one push on the trunk. The long run with a trot and two pushes is
+benchmarks/bench_legged_observer.py."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import go2_sim
+import legged_eval
+from liedyn_ros import core, pipeline
+
+PUSH = go2_sim.Push(0.3, 0.1, (0.0, 60.0, 0.0))
+GAIN = 200.0
+
+
+@pytest.fixture(scope="module")
+def recording() -> go2_sim.Recording:
+    return go2_sim.simulate(0.5, (PUSH,))
+
+
+@pytest.fixture(scope="module")
+def node(recording: go2_sim.Recording) -> legged_eval.Run:
+    return legged_eval.run_node(recording, GAIN)
+
+
+def test_push_detected_on_the_base_and_nothing_from_the_ground(recording: go2_sim.Recording,
+                                                                node: legged_eval.Run) -> None:
+    ev = legged_eval.evaluate(recording, node, (PUSH,))
+    (push,) = ev.pushes
+    assert push.name == "base" and push.delay_ms <= 20.0, push
+    assert abs(push.error_pct) < 10.0 and push.wrench_error_pct < 10.0, push  # against MuJoCo's J^T F
+    assert ev.other_events == []
+    # the feet down as the observer sees them: all four, from its first few ms until the push
+    standing = (recording.t > 0.05) & (recording.t < PUSH.start)
+    assert node.state[standing].all()
+
+
+def test_replay_path_gives_the_node_states_and_events(recording: go2_sim.Recording, node: legged_eval.Run) -> None:
+    replay = legged_eval.run_replay(recording, GAIN, block=300)
+    np.testing.assert_array_equal(replay.state, node.state)
+    np.testing.assert_allclose(replay.wrench, node.wrench, atol=1e-6)
+    assert [(e[0], e[1]) for e in replay.events] == [(e[0], e[1]) for e in node.events]
+
+
+def test_standing_robot_feels_no_external_torque_with_its_contacts(recording: go2_sim.Recording) -> None:
+    """Issue 23: without its contacts the observer reads the ground as 10-17 N m on the stance legs."""
+    m = legged_eval.model()
+    order = [recording.names.index(j) for j in m.joint_names]
+    v = np.concatenate((recording.v[:, :6], recording.v[:, 6:][:, order]), axis=1)
+    tau = np.concatenate((np.zeros((len(recording.t), 6)), recording.effort[:, order]), axis=1)
+    r = core.MomentumObserver(m, GAIN).series(recording.t, recording.q[:, order], v, tau, base_pose=recording.pose)
+    quiet = (recording.t > 0.15) & (recording.t < PUSH.start)  # settled on its feet
+    assert np.abs(r[quiet, 6:]).max() > 5.0  # the ground, read as an external torque
+    contacts = pipeline.resolve_contacts(m, legged_eval.config(GAIN))
+    assert contacts is not None
+    observer = pipeline.ContactObserver(contacts, 20.0, 0.5, source_observer=False)
+    down = np.ones((len(r), contacts.k), dtype=bool)
+    rest, _ = observer.beyond(m, recording.q[:, order], recording.pose, r, down)
+    assert np.abs(rest[quiet]).max() < 1.0  # N m on the joints, N and N m on the base
+    # the feet's forces it took off: MuJoCo's normal forces through the observer's filter (dr/dt =
+    # K (f - r), the force of a step acting over the step), within 1 N
+    lam, _ = pipeline.contact_estimate(m, contacts, recording.q[:, order], recording.pose, r)
+    normal = pipeline.normal_forces(m, contacts, recording.q[:, order], recording.pose, lam)
+    decay = np.exp(-GAIN * go2_sim.TIMESTEP)
+    filtered = np.zeros_like(recording.normal)
+    for k in range(1, len(filtered)):
+        filtered[k] = decay * filtered[k - 1] + (1 - decay) * recording.normal[k - 1]
+    np.testing.assert_allclose(normal[quiet], filtered[quiet], atol=1.0)
+
+
+def test_hysteresis() -> None:
+    state = pipeline.ObservedContacts(2, threshold=20.0, release=0.5)
+    normal = np.array([[0.0, 25.0], [21.0, 15.0], [12.0, 9.0], [9.0, 15.0], [15.0, 21.0]])
+    got = state.series(normal)
+    np.testing.assert_array_equal(got, [[False, True], [True, True], [True, False], [False, False], [False, True]])
+    state.reset()
+    assert not state.active.any()
+
+
+def test_observer_source_needs_the_observer() -> None:
+    with pytest.raises(ValueError, match="contact_source: observer needs external_torque_observer"):
+        pipeline.PipelineConfig(contact_links=("FL_foot",), contact_source="observer", external_torque_observer=False)
+    with pytest.raises(ValueError, match="contact_force_release"):
+        pipeline.PipelineConfig(contact_links=("FL_foot",), contact_force_release=1.5)
