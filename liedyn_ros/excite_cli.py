@@ -59,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"time_from_start of the first point: the controller's move to the start pose (default "
                    f"{APPROACH} s)")
     p.add_argument("--restarts", type=int, default=2, metavar="N", help="random starts of the optimiser (default 2)")
-    p.add_argument("--iterations", type=int, default=100, metavar="N", help="optimiser iterations per start (default 100)")
+    p.add_argument("--iterations", type=int, default=100, metavar="N",
+                   help="optimiser iterations per start (default 100)")
     p.add_argument("--seed", type=int, default=0)
     return p
 

@@ -121,7 +121,8 @@ def test_effort_limit_binds_and_holds():
     free = random_fourier(problem, np.random.default_rng(3))
     q, qd, qdd = _dense(free, np.linspace(0, 6.0, 2000))
     peak = np.abs(_pinocchio_torques(ARM3, model.joint_names, q, qd, qdd)).max(0)
-    tight = type(loose)(loose.lower, loose.upper, loose.velocity, loose.acceleration, np.minimum(loose.effort, 0.9 * peak))
+    tight = type(loose)(loose.lower, loose.upper, loose.velocity, loose.acceleration,
+                        np.minimum(loose.effort, 0.9 * peak))
     problem = excitation_problem(model, model.joint_names, tight, period=6.0, harmonics=3)
     traj = random_fourier(problem, np.random.default_rng(3))
     t = np.linspace(0, 6.0, 20000)
@@ -310,7 +311,7 @@ def test_cli_help_is_light_and_defaults_are_the_cores():
 
 
 def test_cli_checks_files(written, tmp_path, capsys):
-    problem, paths = written
+    _, paths = written
     urdf = tmp_path / "arm3.urdf"
     urdf.write_text(ARM3)
     args = ["--urdf", str(urdf), "--max-acceleration", "4", "--velocity-scale", "0.6", "--effort-scale", "1"]

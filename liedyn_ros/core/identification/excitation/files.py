@@ -68,7 +68,7 @@ def check_trajectory(message, model: Model, limits: Limits, *, efforts: bool = T
 
 
 def _checked(message, model: Model, limits: Limits, efforts: bool) -> SampledTrajectory:
-    names, t, q, qd, qdd = _parse(message, model)
+    t, q, qd, qdd = _parse(message, model)
     where = (lambda k: f"point {k} (t={t[k]:.3f} s)")
     for k in (0, len(t) - 1):
         moving = np.flatnonzero((np.abs(qd[k]) > REST) | (np.abs(qdd[k]) > REST))
@@ -107,7 +107,8 @@ def _parse(message, model: Model):
     order = [names.index(j) for j in model.joint_names]
     if not message["points"]:
         raise TrajectoryRefused("points: empty")
-    t, rows = [], {key: [] for key in ("positions", "velocities", "accelerations")}
+    t: list[float] = []
+    rows: dict[str, list[list[float]]] = {key: [] for key in ("positions", "velocities", "accelerations")}
     for k, point in enumerate(message["points"]):
         if not isinstance(point, dict):
             raise TrajectoryRefused(f"point {k}: not a mapping")
@@ -133,7 +134,7 @@ def _parse(message, model: Model):
     if t_arr[0] < 0 or np.any(np.diff(t_arr) <= 0):
         k = 0 if t_arr[0] < 0 else int(np.argmax(np.diff(t_arr) <= 0)) + 1
         raise TrajectoryRefused(f"point {k}: time_from_start {t_arr[k]:.9g} s does not increase")
-    return names, t_arr, q, qd, qdd
+    return t_arr, q, qd, qdd
 
 
 def _quintics(t, q, qd, qdd) -> tuple[np.ndarray, np.ndarray]:
