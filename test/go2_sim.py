@@ -43,7 +43,7 @@ class Recording:
     """Per step: t (N,); q (N, 12) joints in ``names`` order; v (N, 18) = [body twist (omega, v);
     qd]; a (N, 18) its derivative (MuJoCo's, the same convention); pose (N, 4, 4) T_world_base;
     effort (N, 12) applied torques; contact (N, 4) feet pushing on the floor (FEET order) and
-    normal (N, 4) their normal forces [N];
+    normal (N, 4) their normal forces [N] and force (N, 4, 3) the floor's force on each, world axes;
     push (N, 6) the trunk push as a base-frame wrench (m, f) about the base origin, J^T F."""
 
     names: tuple[str, ...]
@@ -55,6 +55,7 @@ class Recording:
     effort: np.ndarray
     contact: np.ndarray
     normal: np.ndarray
+    force: np.ndarray
     push: np.ndarray
 
 
@@ -110,7 +111,7 @@ def simulate(duration: float, pushes: tuple[Push, ...] = (), trot: tuple[float, 
     d.qpos[2] -= min(d.geom_xpos[g][2] for g in feet) - FOOT_RADIUS + 1e-4
     base, floor = m.body("base").id, m.geom("floor").id
     steps = int(round(duration / TIMESTEP))
-    fields = ("t", "q", "v", "a", "pose", "effort", "contact", "normal", "push")
+    fields = ("t", "q", "v", "a", "pose", "effort", "contact", "normal", "force", "push")
     rec: dict[str, list] = {k: [] for k in fields}
     force = np.zeros(6)
     for _ in range(steps):
@@ -131,7 +132,7 @@ def simulate(duration: float, pushes: tuple[Push, ...] = (), trot: tuple[float, 
         R = d.xmat[base].reshape(3, 3)
         T = np.eye(4)
         T[:3, :3], T[:3, 3] = R, d.xpos[base]
-        normal = np.zeros(len(FEET))
+        normal, world = np.zeros(len(FEET)), np.zeros((len(FEET), 3))
         f6 = np.zeros(6)
         for k in range(d.ncon):
             pair = {d.contact[k].geom1, d.contact[k].geom2}
@@ -139,6 +140,9 @@ def simulate(duration: float, pushes: tuple[Push, ...] = (), trot: tuple[float, 
                 if pair == {g, floor}:
                     mujoco.mj_contactForce(m, d, k, f6)
                     normal[i] += f6[0]
+                    # contact frame rows: the normal (from geom1 to geom2), two tangents
+                    f = d.contact[k].frame.reshape(3, 3).T @ f6[:3]
+                    world[i] += f if d.contact[k].geom2 == g else -f
         # J^T F of the push on the base: the force at the trunk's centre of mass, base axes
         f_b = R.T @ force[:3]
         c_b = R.T @ (d.xipos[base] - d.xpos[base])
@@ -150,6 +154,7 @@ def simulate(duration: float, pushes: tuple[Push, ...] = (), trot: tuple[float, 
         rec["effort"].append(d.qfrc_actuator[va].copy())
         rec["contact"].append(normal > 0.0)
         rec["normal"].append(normal)
+        rec["force"].append(world)
         # MuJoCo's qacc: linear part the derivative of the world velocity; the body twist's
         # derivative is R^T (dv_w/dt) - omega x v_b
         acc = d.qacc

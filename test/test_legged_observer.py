@@ -9,6 +9,8 @@ import pytest
 import go2_sim
 import legged_eval
 from liedyn_ros import core, pipeline
+from liedyn_ros.replay.external import ExternalTorque, ObserverSettings
+from liedyn_ros.replay.samples import SampleBlock
 
 PUSH = go2_sim.Push(0.3, 0.1, (0.0, 60.0, 0.0))
 GAIN = 200.0
@@ -83,3 +85,41 @@ def test_observer_source_needs_the_observer() -> None:
         pipeline.PipelineConfig(contact_links=("FL_foot",), contact_source="observer", external_torque_observer=False)
     with pytest.raises(ValueError, match="contact_force_release"):
         pipeline.PipelineConfig(contact_links=("FL_foot",), contact_force_release=1.5)
+
+
+def test_foot_sensors_join_the_observer(recording: go2_sim.Recording) -> None:
+    """contact_source wrench: MuJoCo's foot forces as the sensors' wrenches (foot link axes); what
+    remains is the push, and nothing on the joints of the legs down."""
+    m, cfg = legged_eval.model(), legged_eval.config(GAIN)
+    contacts = pipeline.resolve_contacts(m, cfg)
+    assert contacts is not None
+    order = [recording.names.index(j) for j in m.joint_names]
+    q = recording.q[:, order]
+    v = np.concatenate((recording.v[:, :6], recording.v[:, 6:][:, order]), axis=1)
+    T_wc = pipeline.contact_frames(m, contacts, q, recording.pose)
+    wrench = np.zeros((len(q), contacts.k, 6))
+    wrench[..., 3:] = np.einsum("nkji,nkj->nki", T_wc[..., :3, :3], recording.force)  # R^T f
+    assert recording.force[..., 2].min() >= 0.0  # the floor pushes
+    down = legged_eval.steps(recording)
+    observer = pipeline.ContactObserver(contacts, cfg.contact_force_threshold, cfg.contact_force_release, False)
+    external = ExternalTorque(m, ObserverSettings(gain=GAIN, threshold=(10.0,)), None, None, observer, 15.0, "base")
+    stamps = np.round(recording.t * 1e9).astype(np.int64)
+    block = SampleBlock(stamps, stamps, q, v, recording.effort[:, order], recording.pose, ("",) * len(q),
+                        down, wrench)
+    joints = external.add(block, down)
+    assert external.base_wrench is not None
+    late = (recording.t >= PUSH.start + PUSH.duration / 2) & (recording.t < PUSH.start + PUSH.duration)
+    np.testing.assert_allclose(external.base_wrench[late].mean(axis=0), recording.push[late].mean(axis=0),
+                               atol=0.05 * np.linalg.norm(PUSH.force))
+    quiet = (recording.t > 0.15) & (recording.t < PUSH.start)
+    assert np.abs(joints[quiet]).max() < 1.0 and np.abs(external.base_wrench[quiet]).max() < 1.0
+    events = external.collisions()
+    assert [e["joint"] for e in events] == ["base"] and 0 <= events[0]["start_ns"] * 1e-9 - PUSH.start <= 0.02
+    # the sensors' forces are what it takes off: twice them leaves minus the ground's force, the weight
+    doubled = ExternalTorque(m, ObserverSettings(gain=GAIN, threshold=(10.0,)), None, None, observer, 15.0, "base")
+    observer.reset()
+    doubled.add(SampleBlock(stamps, stamps, q, v, recording.effort[:, order], recording.pose, ("",) * len(q),
+                            down, 2.0 * wrench), down)
+    assert doubled.base_wrench is not None
+    ground = np.linalg.norm(recording.force[quiet].sum(axis=1), axis=1).mean()
+    assert np.linalg.norm(doubled.base_wrench[quiet, 3:], axis=1).mean() == pytest.approx(ground, rel=0.02)
