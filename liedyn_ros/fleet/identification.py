@@ -68,6 +68,9 @@ def _period_rows(out: Path, robot: str, key: str, members: list[dict[str, Any]])
     folder = out / "identified" / robot / key
     folder.mkdir(parents=True, exist_ok=True)
     try:
+        if len(parts) < 2:
+            raise ReplayError(f"one bag in {robot}'s period {key}: a pooled fit needs two or more (the later ones "
+                              "validate); choose a longer --period")
         held = validation_bags(len(parts))
         parts = [p.held_out() if h else p for p, h in zip(parts, held)]
         section = pool(parts, [b["bag"] for b in members], folder, plots=False)
