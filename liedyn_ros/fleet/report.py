@@ -58,7 +58,7 @@ def _counts(bags: Sequence[dict[str, Any]], stats: Sequence[dict[str, Any]]) -> 
 
 
 def _date(ns: int | None) -> str:
-    return "" if ns is None else f"{datetime.fromtimestamp(ns / 1e9, timezone.utc):%Y-%m-%d %H:%M}"
+    return "" if ns is None else f"{datetime.fromtimestamp(ns / 1e9, timezone.utc):%Y-%m-%d %H:%M:%S}"
 
 
 def _when(ns: int | None) -> datetime | None:
