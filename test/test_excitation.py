@@ -321,3 +321,15 @@ def test_cli_checks_files(written, tmp_path, capsys):
     assert excite_cli.main(args + ["--check", str(bad)]) == 1
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and error.startswith("liedyn-excite: ") and "velocity 1.5 outside" in error
+
+
+def test_payload_design():
+    """--identify payload: the payload's columns on the chosen link; the design beats random on them."""
+    model = core.load_urdf(ARM3)
+    limits = excitation_limits(model, acceleration=4.0)
+    problem = excitation_problem(model, model.joint_names, limits, period=6.0, harmonics=3, identify=("payload",),
+                                 payload_link="l3")
+    assert problem.labels and all(label.startswith("payload.") for label in problem.labels)
+    result = design_excitation(problem, restarts=1, baselines=6, maxiter=20)
+    assert result.condition_number < np.median(result.random_condition_numbers)
+    assert violations(problem, result.trajectory) == []
