@@ -9,6 +9,7 @@ per bag, identified friction and payload per period.
 from __future__ import annotations
 
 import html
+import json
 import os
 import statistics
 from collections import defaultdict
@@ -105,9 +106,18 @@ def _damaged_table(out: Path, bags: Sequence[dict[str, Any]]) -> str:
             what = (f"salvaged {b['samples']:,} samples ({_date(b['start_ns'])} to {_date(b['end_ns'])})"
                     if b["status"] == "ok" else "nothing")
             rows.append([html.escape(b["robot"]), _bag_link(out, b) if b["status"] == "ok" else html.escape(b["bag"]),
-                         html.escape(b["status"]), html.escape(b["error"] or "damaged, read up to the damage"),
-                         what])
+                         html.escape(b["status"]), html.escape(b["error"] or _salvage(out, b)), what])
     return _table("damaged", ["robot", "bag", "status", "problem", "what was used"], rows, "No damaged bags.")
+
+
+def _salvage(out: Path, bag: dict[str, Any]) -> str:
+    """What the replay's salvage says of a damaged bag (summary.json): why, what it read and lost."""
+    try:
+        parts = json.loads((out / "bags" / bag["name"] / "summary.json").read_text())["salvage"]
+    except (OSError, ValueError, KeyError):
+        return "damaged (the replay's summary.json is gone)"
+    return "; ".join(f"{Path(p['bag']).name}: {p['reason']}, {p['messages_recovered']:,} messages read, "
+                     f"{p['messages_lost']:,} lost" for p in parts)
 
 
 def _identification_table(out: Path, ident: Sequence[dict[str, Any]]) -> str:
