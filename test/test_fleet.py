@@ -211,11 +211,16 @@ def test_the_docs_sql_answers_its_questions(fleet):
 
 def test_a_rerun_replays_only_new_or_changed_bags(fleet, capsys):
     bags, out = fleet
+    pooled = {str(p): p.stat().st_mtime_ns for p in out.glob("identified/*/*/pool.json")}
+    assert len(pooled) == 4
     capsys.readouterr()
     assert main([str(bags[("robot_a", 0, 0)].parent), "--out", str(out), "--workers", "1", *OPTIONS,
                  *IDENTIFY]) == 0
     assert "2 bags: 0 replayed (0 failed), 2 unchanged" in capsys.readouterr().out
     assert query(out, "SELECT count(*) FROM bags") == [(9,)]  # the bags not given keep their rows
+    # the pooled fits of unchanged bags are kept, not solved again
+    assert pooled == {str(p): p.stat().st_mtime_ns for p in out.glob("identified/*/*/pool.json")}
+    assert query(out, "SELECT count(*) FROM identification WHERE status = 'ok'") == [(24,)]
 
 
 def test_a_bag_is_replayed_again_when_its_content_changes_not_its_mtime(tmp_path, capsys):

@@ -11,6 +11,7 @@ writes no file and says why in its rows.
 
 from __future__ import annotations
 
+import json
 import pickle
 from collections import defaultdict
 from datetime import datetime, timezone
@@ -21,6 +22,7 @@ from liedyn_ros.replay import ReplayError
 from liedyn_ros.replay.identify import Identifier, pool, validation_bags
 
 EQUATIONS = "equations.pkl"
+POOL_CACHE = "pool.json"  # a period's rows and the content keys of the bags they pooled
 PERIODS = ("day", "week", "month", "all")
 
 
@@ -52,8 +54,20 @@ def pooled(out: Path, bags: Sequence[dict[str, Any]], period: str) -> list[dict[
     rows: list[dict[str, Any]] = []
     for (robot, key), members in sorted(groups.items()):
         members.sort(key=lambda b: (b["start_ns"], b["bag"]))
-        rows += _period_rows(out, robot, key, members)
+        rows += _cached(out / "identified" / robot / key, members) or _period_rows(out, robot, key, members)
     return rows
+
+
+def _cached(folder: Path, members: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The period's rows of an earlier run when its bags (content keys) are the same, else None
+    (and the rows computed next are kept for the following run)."""
+    cache = folder / POOL_CACHE
+    keys = [b["key"] for b in members]
+    try:
+        kept = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        return None
+    return kept["rows"] if kept.get("keys") == keys else None
 
 
 def _period_rows(out: Path, robot: str, key: str, members: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -78,6 +92,13 @@ def _period_rows(out: Path, robot: str, key: str, members: list[dict[str, Any]])
         (folder / "identified.yaml").unlink(missing_ok=True)
         return [base | {"joint": j, "status": "error", "error": str(err), "fit_bags": len(parts),
                         "validation_bags": 0} for j in names]
+    rows = _rows(section, base, names, folder)
+    (folder / POOL_CACHE).write_text(json.dumps({"keys": [b["key"] for b in members], "rows": rows}))
+    return rows
+
+
+def _rows(section: dict[str, Any], base: dict[str, Any], names: list[str], folder: Path) -> list[dict[str, Any]]:
+    """The period's rows, one per joint, from the pool's summary section."""
     value = {p["name"]: (p["value"], p["std"]) for p in section.get("parameters", ())}
     written = folder / "identified.yaml"
     base |= {"status": "refused" if "error" in section else "ok", "error": section.get("error"),
