@@ -62,8 +62,8 @@ def _date(ns: int | None) -> str:
     return "" if ns is None else f"{datetime.fromtimestamp(ns / 1e9, timezone.utc):%Y-%m-%d %H:%M:%S}"
 
 
-def _when(ns: int | None) -> datetime | None:
-    return None if ns is None else datetime.fromtimestamp(ns / 1e9, timezone.utc)
+def _when(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns / 1e9, timezone.utc)
 
 
 def _num(x: float | None) -> str:
