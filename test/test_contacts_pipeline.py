@@ -201,12 +201,12 @@ def test_prepare_kernels_runs_the_contact_path_and_the_observer(solo, monkeypatc
     first sample with efforts held the node for seconds, minutes on a cold cache): the contact
     path with every contact down (the compiled sample, and the general path that takes the samples it
     declines) and the observer's step run once here, and leave no state."""
-    from liedyn_ros.pipeline import stream
+    from liedyn_ros.pipeline import routes
 
     model = solo[0]
     calls: list[str] = []
-    real_contact, real_update = stream.compute_contact_outputs, core.MomentumObserver.update
-    monkeypatch.setattr(stream, "compute_contact_outputs", lambda *a, **k: calls.append(
+    real_contact, real_update = routes.compute_contact_outputs, core.MomentumObserver.update
+    monkeypatch.setattr(routes, "compute_contact_outputs", lambda *a, **k: calls.append(
         "contacts, general path" if k.get("ff_state") is not None else "contacts") or real_contact(*a, **k))
     monkeypatch.setattr(core.MomentumObserver, "update",
                         lambda self, *a, **k: calls.append("observer") or real_update(self, *a, **k))

@@ -17,6 +17,8 @@ Data flow for one JointState, one module per stage::
     compute  compute_outputs(model, q, v, a, ...)  -> DynamicsOutputs (batched numpy, core calls)
              (compute_contact_outputs: contact-consistent, with contact wrenches and checks;
               loops.compute_loop_outputs: with loop closures and passive joints too)
+    routes   Route.outputs(q, v, a, effort, ...)   -> DynamicsOutputs: the route (open tree, contacts,
+               loops) chosen once per model (choose_route), one sample or a block
     messages OutputMessageFactory.build(output)    -> {topic: message}
     observed ContactObserver.beyond(...)           -> the observer's estimate beyond the contacts'
                forces; contact_source observer: the contacts' state from it (hysteresis)
@@ -79,6 +81,7 @@ from liedyn_ros.pipeline.decode import (
 )
 from liedyn_ros.pipeline.estimate import AccelerationEstimator, estimate_accelerations
 from liedyn_ros.pipeline.loops import Loops, base_held, closest_loop_forces, compute_loop_outputs, loop_torques, resolve_loops
+from liedyn_ros.pipeline.routes import Route, armature_of, choose_route
 from liedyn_ros.pipeline.observed import ContactObserver, ObservedContacts, contact_estimate, event_names, measured_torque, normal_forces, residual_beyond
 from liedyn_ros.pipeline.messages import (
     TOPIC_BASE_ACCELERATION,
@@ -111,7 +114,7 @@ from liedyn_ros.pipeline.diagnostics import DiagnosticsReport, DiagnosticsReport
 __all__ = [
     "NODE_ONLY_PARAMETERS", "config_from_parameters",
     "PARAMETERS", "ParameterError", "Parameters", "check_parameters", "load_parameter_file",
-    "ContactObserver", "ObservedContacts", "contact_estimate", "event_names", "measured_torque", "normal_forces",
+    "Route", "armature_of", "choose_route", "ContactObserver", "ObservedContacts", "contact_estimate", "event_names", "measured_torque", "normal_forces",
     "residual_beyond",
     "Loops", "base_held", "closest_loop_forces", "compute_loop_outputs", "loop_torques", "resolve_loops",
     "TOPIC_CONTACT_WRENCH", "TOPIC_UNCONSTRAINED_FEEDFORWARD", "ContactSource", "ContactChecks",

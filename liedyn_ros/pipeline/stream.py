@@ -12,7 +12,7 @@ import numpy as np
 from liedyn_ros import core
 from liedyn_ros.core import SingularInertiaError, reference
 from liedyn_ros.core.fast.warmup import CONTACT_KERNELS, NODE_KERNELS, KernelWarmup
-from liedyn_ros.pipeline.compute import DynamicsOutputs, compute_contact_outputs, compute_outputs, prepare_kernels
+from liedyn_ros.pipeline.compute import DynamicsOutputs, prepare_kernels
 from liedyn_ros.pipeline.config import (
     NS_PER_S, AccelerationSource, ContactSource, FloatArray, Logger, PipelineConfig, SkipReason,
 )
@@ -21,11 +21,12 @@ from liedyn_ros.pipeline.contacts import (
     pair_contact_state, resolve_contacts,
 )
 from liedyn_ros.pipeline.decode import JointSample, JointStateDecoder, stamp_to_ns
-from liedyn_ros.pipeline.loops import compute_loop_outputs, resolve_loops
+from liedyn_ros.pipeline.loops import resolve_loops
 from liedyn_ros.pipeline.observed import ContactObserver, event_residual, measured_torque
 from liedyn_ros.pipeline.estimate import AccelerationEstimator
 from liedyn_ros.pipeline.pair import BaseState, Reference, decode_odometry, decode_reference, pair_odometry
 from liedyn_ros.pipeline.payload import Dynamics
+from liedyn_ros.pipeline.routes import Route, armature_of, choose_route
 
 
 class PipelineOutput(NamedTuple):
@@ -177,6 +178,7 @@ class DynamicsPipeline:
         self._warmup_failure_logged = False
         self.contacts = resolve_contacts(model, self.config)
         self.loops = resolve_loops(model, self.config, self.contacts)
+        self._route = choose_route(self._dynamics, self.contacts, self.loops, self.config.contact_solution)
         self._contact_state: ContactState | None = None
         self._sensors = None if self.contacts is None else WrenchSensors(
             self.contacts, self.config.contact_force_threshold)
@@ -223,7 +225,9 @@ class DynamicsPipeline:
             raise ValueError("model: a swapped model must have the same joints")
         observer = self._new_observer(dynamics)  # starts over: its integral belongs to the old model
         bound, _ = _effort_bound(dynamics.model, self.config.effort_limit_factor)
-        self._dynamics, self._observer, self.collision, self._effort_bound = dynamics, observer, None, bound
+        route = choose_route(dynamics, self.contacts, self.loops, self.config.contact_solution)
+        self._dynamics, self._route, self._observer, self.collision, self._effort_bound = \
+            dynamics, route, observer, None, bound
         if self._contact_observer is not None:
             self._contact_observer.reset()
         self.decoder.drive = dynamics.drive
@@ -233,7 +237,7 @@ class DynamicsPipeline:
         the measured effort too."""
         cfg = self.config
         return core.MomentumObserver(dynamics.model, cfg.observer_gain, max_gap=cfg.observer_max_gap,
-                                     friction=dynamics.friction, armature=_armature(dynamics))
+                                     friction=dynamics.friction, armature=armature_of(dynamics))
 
     # -- inputs -----------------------------------------------------------------------
 
@@ -481,31 +485,22 @@ class DynamicsPipeline:
         self, sample: JointSample, v: FloatArray, a: FloatArray, pose: FloatArray | None,
         ff_state: tuple[FloatArray, FloatArray] | None, active: np.ndarray | None,
     ) -> DynamicsOutputs:
-        """compute_outputs (compute_contact_outputs with contacts); a model without forward
+        """The route's outputs (pipeline.routes); a model without forward
         dynamics keeps its torques, not its predictions."""
-        dynamics = self._dynamics  # read once: a swap in between cannot mix two models
+        route = self._route  # read once: a swap in between cannot mix two models
         if not self._no_forward_dynamics:
             try:
-                return self._outputs(dynamics, sample.q, v, a, sample.effort, pose, ff_state, active)
+                return self._outputs(route, sample.q, v, a, sample.effort, pose, ff_state, active)
             except SingularInertiaError as exc:  # a property of the model, not of the sample
                 self._forget_forward_dynamics(exc)
-        return self._outputs(dynamics, sample.q, v, a, None, pose, ff_state, active)
+        return self._outputs(route, sample.q, v, a, None, pose, ff_state, active)
 
     def _outputs(
-        self, dynamics: Dynamics, q: FloatArray, v: FloatArray, a: FloatArray, effort: FloatArray | None,
+        self, route: Route, q: FloatArray, v: FloatArray, a: FloatArray, effort: FloatArray | None,
         pose: FloatArray | None, ff_state: tuple[FloatArray, FloatArray] | None, active: np.ndarray | None,
     ) -> DynamicsOutputs:
-        model, friction = dynamics.model, dynamics.friction
-        if self.loops is not None:
-            out = compute_loop_outputs(model, self.loops, q, v, a, effort, pose, active,
-                                       solution=self.config.contact_solution, ff_state=ff_state, friction=friction)
-        elif self.contacts is None or active is None:
-            return compute_outputs(model, q, v, a, effort, pose, ff_state=ff_state, friction=friction,
-                                   algorithms=self._algorithms(), armature=_armature(dynamics))
-        else:
-            out = compute_contact_outputs(model, self.contacts, q, v, a, effort, pose, active,
-                                          solution=self.config.contact_solution, ff_state=ff_state, friction=friction,
-                                          algorithms=self._algorithms())
+        """The route's outputs, its contact checks counted."""
+        out = route.outputs(q, v, a, effort, pose, active, ff_state=ff_state, algorithms=self._algorithms())
         checks, stats, contacts = out.checks, self.stats, self.contacts
         if checks is None:
             return out
@@ -616,21 +611,17 @@ class DynamicsPipeline:
         long); returns the seconds it took. A model without forward dynamics is found here,
         logged once, and gives torques only."""
         start = time.perf_counter()
-        model, friction = self._dynamics.model, self._dynamics.friction
+        model = self._dynamics.model
         q, v = np.zeros(model.n), np.zeros(model.nv)  # a robot at rest, all contacts down
         pose = np.eye(4) if self._floating else None
         try:
             prepare_kernels(model)
             down = None if self.contacts is None else np.ones(self.contacts.k, dtype=bool)
-            if self.loops is not None:  # the constrained paths have kernels of their own
-                compute_loop_outputs(model, self.loops, q, v, v, q, pose, down,
-                                     solution=self.config.contact_solution, friction=friction)
-            elif self.contacts is not None and down is not None:
-                # The compiled sample (all feet down) and the general path (the reference source, or
-                # samples the compiled one declines, e.g. two feet down): each has kernels of its own.
-                for ff_state in (None, (q, v)):
-                    compute_contact_outputs(model, self.contacts, q, v, v, q, pose, down, ff_state=ff_state,
-                                            solution=self.config.contact_solution, friction=friction)
+            if self.constrained:  # the constrained routes have kernels of their own: with contacts, the
+                # compiled sample (all feet down) and the general path (the reference source, or samples
+                # the compiled one declines, e.g. two feet down)
+                for ff_state in (None,) if self.loops is not None else (None, (q, v)):
+                    self._route.outputs(q, v, v, q, pose, down, ff_state=ff_state)
         except SingularInertiaError as exc:
             self._forget_forward_dynamics(exc)
         if self.config.external_torque_observer:  # and the observer's step, on a throwaway one
@@ -702,8 +693,3 @@ class DynamicsPipeline:
         }
         return texts.get(reason, reason.value)
 
-
-def _armature(dynamics: Dynamics) -> FloatArray | None:
-    """The rotors' inertia of the drive, None without one (the contact and loop paths refuse it:
-    parameters.check_parameters)."""
-    return None if dynamics.drive is None or not dynamics.drive.armature.any() else dynamics.drive.armature

@@ -415,25 +415,17 @@ class BlockDynamics:
         self.friction = friction  # friction compensation of --params, on the feedforward torques
         self.loops = loops
         self.armature = armature  # --params' rotor inertia (free path only: parameters refuse it with constraints)
+        self.route = pipeline.Route(Dynamics(model, friction), contacts, loops, config.contact_solution,
+                                    armature)
 
     def run(self, block: SampleBlock, accel_est: NDArray[np.float64]) -> BlockResult:
-        model, contacts = self.model, self.contacts
+        contacts = self.contacts
         a = accel_est if self.options.acceleration_source == "estimated" else np.zeros_like(accel_est)
         effort = block.effort if self.predict else None
-        if self.loops is not None:
-            active = None if contacts is None else self._active(block)
-            outputs = pipeline.compute_loop_outputs(model, self.loops, block.q, block.v, a, effort, block.base_pose,
-                                                    active, solution=self.config.contact_solution,
-                                                    friction=self.friction)
-            return BlockResult(outputs, self._fit(block, a, outputs, active))
-        if contacts is None:
-            return BlockResult(pipeline.compute_outputs(model, block.q, block.v, a, effort, block.base_pose,
-                                                        friction=self.friction, armature=self.armature), None)
-        active = self._active(block)
-        outputs = pipeline.compute_contact_outputs(model, contacts, block.q, block.v, a, effort, block.base_pose,
-                                                   active, solution=self.config.contact_solution,
-                                                   friction=self.friction)
-        return BlockResult(outputs, self._fit(block, a, outputs, active))
+        active = None if contacts is None else self._active(block)
+        outputs = self.route.outputs(block.q, block.v, a, effort, block.base_pose, active)
+        constrained = contacts is not None or self.loops is not None
+        return BlockResult(outputs, self._fit(block, a, outputs, active) if constrained else None)
 
     def _active(self, block: SampleBlock) -> NDArray[np.bool_]:
         assert self.contacts is not None
