@@ -103,8 +103,8 @@ class ObservedContacts:
 class ContactObserver:
     """The observer's residuals of one model with its contacts: the part beyond them, and (source
     observer) the contact state. ``source_observer``: every contact is a candidate and the state
-    comes from the estimated forces; else the state of each sample is given (and measured wrenches
-    when the sensors give them)."""
+    comes from the estimated forces; else the state of each sample is given (with foot sensors, their
+    forces are in the observer's torques already: :func:`measured_torque`)."""
 
     def __init__(self, contacts: Contacts, threshold: float, release: float, source_observer: bool) -> None:
         self.contacts, self.source_observer = contacts, source_observer
