@@ -36,8 +36,9 @@ class LeanSpin:
     called, here and at once, the sample subscription (``node.joint_state_subscription``) last,
     so that a joint state pairs with the odometry and contact state that came with it. Anything
     else that is ready (a service: parameters, lifecycle transitions, type descriptions; a QoS
-    event; a guard condition) is left pending and handed to rclpy's ``executor``, which takes
-    it the general way: every feature of the node stays, the samples skip the general machinery.
+    event; a guard condition, triggered again since this wait consumed its trigger) is left
+    pending and handed to rclpy's ``executor``, which takes it the general way: every feature
+    of the node stays, the samples skip the general machinery.
 
     Every callback of the node takes the message alone (no MessageInfo), as rclpy's default.
     """
@@ -53,6 +54,7 @@ class LeanSpin:
         self._wait_set: Any = None
         self._subscriptions: dict[int, Any] = {}  # handle pointer -> subscription, in calling order
         self._timers: dict[int, Any] = {}
+        self._guards: dict[int, Any] = {}
         self._handles: list[Any] = []
         self._waitables: tuple[Any, ...] = ()
         self._general = False  # entities only the executor serves (services, clients, guards)
@@ -75,6 +77,7 @@ class LeanSpin:
             [(ws.add_client, c.handle) for c in clients] + [(ws.add_guard_condition, g.handle) for g in guards]
         self._subscriptions = {s.handle.pointer: s for s in ordered}
         self._timers = {t.handle.pointer: t for t in timers}
+        self._guards = {g.handle.pointer: g for g in guards}
         self._waitables = waitables
         self._general = bool(services or clients or guards)
         self._seen = entities
@@ -106,8 +109,12 @@ class LeanSpin:
             if timer is not None and timer.handle.is_timer_ready():
                 timer.handle.call_timer()
                 timer.callback()
-        if self._general and (ws.get_ready_entities("service") or ws.get_ready_entities("client")
-                              or ws.get_ready_entities("guard_condition")) \
+        if not self._general and not self._waitables:
+            return
+        guards = [self._guards[g] for g in ws.get_ready_entities("guard_condition") if g in self._guards]
+        for guard in guards:
+            guard.trigger()
+        if guards or ws.get_ready_entities("service") or ws.get_ready_entities("client") \
                 or any(w.is_ready(ws) for w in self._waitables):
             self._executor.spin_once(timeout_sec=0.0)
 
