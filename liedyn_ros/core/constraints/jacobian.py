@@ -32,6 +32,7 @@ import numpy as np
 from ..checks import Batch, prepare
 from ..fast import fast_model
 from ..fast.entry import single
+from ..fast.threads import run_batch
 from ..model import Model
 from ..reference.kinematics import bias_accelerations, joint_transforms, split, velocities
 from ..spatial import Ad, Ad_inv, ad, inv_se3, log_se3
@@ -143,16 +144,32 @@ def constraint_terms(cs: ConstraintSet, batch: Batch, v: np.ndarray) -> Constrai
     return ConstraintTerms(A, c, np.einsum("bij,bj->bi", A, v), e)
 
 
+def compiled_terms(cs: ConstraintSet, batch: Batch, rows: np.ndarray) -> ConstraintTerms:
+    """The contacts' terms by the compiled kernel (constraints.fast), inactive rows zero; e = 0."""
+    from .fast import contact_terms_many
+
+    model, fc = cs.model, cs._fast
+    fm = fast_model(model)
+    B = batch.q.shape[0]
+    active = np.ascontiguousarray(rows[:, cs.rows[:-1]])  # a constraint's rows share its state
+    A, c = np.empty((B, cs.m, model.nv)), np.empty((B, cs.m))
+    run_batch(contact_terms_many, B, fm.mf, fm.mi, fc.ci, fc.cf, fc.terms_scratch_size, batch.q,
+              batch.vectors[0], batch.base_pose, active, A, c)
+    return ConstraintTerms(A, c, np.einsum("bij,bj->bi", A, batch.vectors[0]), np.zeros((B, cs.m)))
+
+
 def constraint_jacobian(model: Model, q, constraints, *, base_pose=None) -> np.ndarray:
     """A(q), shape (..., m, nv): the rows of every constraint, stacked in the order given.
 
     A v is the velocity each constraint forbids (see liedyn_ros.core.constraints.jacobian), in
     the constraint's frame; lam = A-rows' forces on the robot enter as M a + b = tau + A^T lam.
+    Contacts take the compiled kernel (the momentum observer asks for A at every sample).
     """
     cs = constraint_set(model, constraints)
-    batch = prepare(model, q, base_pose=base_pose)
-    zero = np.zeros((batch.q.shape[0], model.nv))
-    return batch.restore(constraint_terms(cs, batch, zero).A)
+    batch = prepare(model, q, {"v": np.zeros(model.nv)}, base_pose=base_pose)
+    if cs._fast is not None:
+        return batch.restore(compiled_terms(cs, batch, np.ones((batch.q.shape[0], cs.m), dtype=bool)).A)
+    return batch.restore(constraint_terms(cs, batch, batch.vectors[0]).A)
 
 
 def constraint_bias(model: Model, q, v, constraints, *, base_pose=None) -> np.ndarray:

@@ -6,11 +6,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import Batch, prepare
-from ..fast import OK, fast_model
-from ..fast.threads import run_batch
+from ..fast import OK
 from ..model import Model
 from .description import ConstraintSet, constraint_set
-from .jacobian import ConstraintTerms, constraint_terms
+from .jacobian import ConstraintTerms, compiled_terms, constraint_terms
 
 # Singular values of A M^-1 A^T (or A_p^T) below this fraction of the largest count as zero.
 RANK_RTOL = 1e-10
@@ -64,20 +63,6 @@ def setup(model: Model, q, vectors: dict, constraints, base_pose, active, tol: f
             raise ValueError(f"constraints: the state violates the {cs.names[k]} by {worst[r]:.3g} {unit} in its "
                              f"{what}, more than tol={tol:g}")
     return Problem(cs, batch, terms, rows)
-
-
-def compiled_terms(cs: ConstraintSet, batch: Batch, rows: np.ndarray) -> ConstraintTerms:
-    """The contacts' terms by the compiled kernel (constraints.fast), inactive rows zero; e = 0."""
-    from .fast import contact_terms_many
-
-    model, fc = cs.model, cs._fast
-    fm = fast_model(model)
-    B = batch.q.shape[0]
-    active = np.ascontiguousarray(rows[:, cs.rows[:-1]])  # a constraint's rows share its state
-    A, c = np.empty((B, cs.m, model.nv)), np.empty((B, cs.m))
-    run_batch(contact_terms_many, B, fm.mf, fm.mi, fc.ci, fc.cf, fc.terms_scratch_size, batch.q,
-              batch.vectors[0], batch.base_pose, active, A, c)
-    return ConstraintTerms(A, c, np.einsum("bij,bj->bi", A, batch.vectors[0]), np.zeros((B, cs.m)))
 
 
 def solve_psd(K: np.ndarray, rhs: np.ndarray) -> np.ndarray:
