@@ -1,6 +1,6 @@
 """liedyn_ros.core: Lie-group rigid-body dynamics without ROS.
 
-Conventions (see CONVENTIONS.md): twists (omega, v), wrenches (m, f), body frames; a fixed-base
+Conventions (see docs/contract.md): twists (omega, v), wrenches (m, f), body frames; a fixed-base
 model has v, a, tau of length n, a floating-base model 6 + n with the base twist / wrench first,
 expressed in the base frame, and a base pose T_world_base. Every function accepts leading batch
 dimensions.

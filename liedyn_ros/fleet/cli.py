@@ -1,5 +1,5 @@
 """`liedyn-fleet`: many robots' bags, each replayed alone by a Dask task, into one store
-(CONVENTIONS.md, "Fleet command"). A thin command line over `run_fleet`."""
+(docs/contract.md, "Fleet command"). A thin command line over `run_fleet`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which bags a fleet run takes and which robot recorded each (CONVENTIONS.md, "Fleet command")."""
+"""Which bags a fleet run takes and which robot recorded each (docs/contract.md, "Fleet command")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The fleet's store: a Parquet dataset under DIR/parquet/ (pyarrow), the truth, and
-DIR/fleet.duckdb, rebuilt from it after each run with the tables of CONVENTIONS.md.
+DIR/fleet.duckdb, rebuilt from it after each run with the tables of docs/contract.md.
 
 DIR/parquet/bags/<name>.parquet and DIR/parquet/joint_stats/<name>.parquet hold one bag each, so
 a re-run writes only the bags it replayed (a changed bag replaces its files) and a bag no longer

@@ -33,7 +33,7 @@ class BagTask:
 
 
 class BagRows(NamedTuple):
-    """One `bags` row and the bag's `joint_stats` rows (CONVENTIONS.md)."""
+    """One `bags` row and the bag's `joint_stats` rows (docs/contract.md)."""
 
     bag: dict[str, Any]
     joints: list[dict[str, Any]]

@@ -27,7 +27,7 @@ Data flow for one JointState, one module per stage::
 checks, ``contacts.check_forces`` and ``contacts.check_tipping``); ``diagnostics`` turns its
 counters into the node's /diagnostics status; ``config`` holds the settings and skip reasons;
 ``parameters`` the node's parameters and the one rule that checks them (node and parameter files).
-Conventions (shared/CONVENTIONS.md): twists (omega, v), wrenches (m, f), angular first; the
+Conventions (docs/contract.md): twists (omega, v), wrenches (m, f), angular first; the
 floating-base generalized velocity is the Odometry twist in child_frame_id, reordered
 angular-first; output stamps copy the JointState stamp.
 """

@@ -1,6 +1,6 @@
 """The node's payload, friction and inertial-parameter settings turned into a model and friction.
 
-The parameters (CONVENTIONS.md) are those `liedyn-replay --identify` writes to identified.yaml:
+The parameters (docs/contract.md) are those `liedyn-replay --identify` writes to identified.yaml:
 
     payload_link, payload_mass, payload_com [x, y, z], payload_inertia [ixx, ixy, ixz, iyy, iyz, izz]
     friction_coulomb, friction_viscous, friction_offset  (one value per joint, or one for all)

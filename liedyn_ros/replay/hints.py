@@ -1,6 +1,6 @@
 """What is wrong with a recording: summary.json's "hints", one line each under the table.
 
-Each hint is {"code", "message", "evidence"} (CONVENTIONS.md). They compare the measured effort e
+Each hint is {"code", "message", "evidence"} (docs/contract.md). They compare the measured effort e
 with the model's torque p (the RNEA torque at the estimated acceleration, tau_ff) on the joints
 whose torque varies:
 

@@ -246,7 +246,7 @@ def pool(parts: Sequence[Identifier], bags: Sequence[str], out: Path, plots: boo
 
 
 def node_parameters(result: IdentificationResult, payload: NDArray[np.float64] | None = None) -> dict[str, Any]:
-    """The node's parameters (CONVENTIONS.md) holding what was identified. `payload`: the share of
+    """The node's parameters (docs/contract.md) holding what was identified. `payload`: the share of
     a known payload in the model's parameters, which inertial_parameters leave to payload_*."""
     params: dict[str, Any] = {}
     identified = result.payload

@@ -53,7 +53,7 @@ PREPARE_NOTICE_S = 3.0  # a warm start loads the cached kernels well within this
 
 @dataclass(frozen=True)
 class ReplayOptions:
-    """What `liedyn-replay` takes on its command line (see CONVENTIONS.md)."""
+    """What `liedyn-replay` takes on its command line (see docs/contract.md)."""
 
     out: Path
     urdf: Path | None = None
