@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from arms import ARM
+from arms import JOINTS as ARM_JOINTS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rosbags.rosbag2 import StoragePlugin
@@ -29,17 +31,7 @@ from liedyn_ros.replay.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 HEADER = "/**:\n  ros__parameters:\n"
-JOINTS = ("shoulder", "elbow")
-# Two point masses swinging about y (as test_launch_features): a model in milliseconds.
-ARM = """<robot name="arm2"><link name="world"/>
-  <link name="upper"><inertial><origin xyz="0 0 -0.3"/><mass value="1.5"/>
-    <inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/></inertial></link>
-  <link name="fore"><inertial><origin xyz="0 0 -0.4"/><mass value="1.0"/>
-    <inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/></inertial></link>
-  <joint name="shoulder" type="continuous"><parent link="world"/><child link="upper"/>
-    <axis xyz="0 1 0"/></joint>
-  <joint name="elbow" type="continuous"><parent link="upper"/><child link="fore"/>
-    <origin xyz="0 0 -0.5"/><axis xyz="0 1 0"/></joint></robot>"""
+JOINTS = tuple(ARM_JOINTS)  # test/arms.py's two point masses swinging about y: a model in milliseconds
 PUSH = 15.0  # N m on the shoulder for PUSHED seconds: above the default collision_threshold (10)
 PUSHED = (0.5, 0.8)
 
