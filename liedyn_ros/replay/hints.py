@@ -208,7 +208,9 @@ class _Grid:
             se, sp, sep = xc(e, m), xc(m, p), xc(e, p)
             var_e, var_p = xc(e * e, m) - se * se / count, xc(m, p * p) - sp * sp / count
             with np.errstate(invalid="ignore", divide="ignore"):
-                rho[:, j] = np.nan_to_num((sep - se * sp / count) / np.sqrt(var_e * var_p))
+                # a signal without variance over a lag correlates with nothing (not +-inf)
+                rho[:, j] = np.clip(np.nan_to_num((sep - se * sp / count) / np.sqrt(var_e * var_p),
+                                                  nan=0.0, posinf=0.0, neginf=0.0), -1.0, 1.0)
         return lags[keep], rho
 
 
