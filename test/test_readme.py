@@ -94,3 +94,14 @@ def test_bash_blocks_use_existing_options(program, module):
     known = {option for action in parser._actions for option in action.option_strings}
     unknown = [(where, option) for where, option in _command_options(program) if option not in known]
     assert not unknown, f"{program} has no such options: {unknown}"
+
+
+def test_ci_runs_the_readmes_test_command_itself():
+    """The README's test command is a line of .ci/run, word for word: what a new user types is
+    what CI proves."""
+    readme = (ROOT / "README.md").read_text()
+    first_block = readme.split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [line for line in first_block.splitlines() if line and not line.startswith("#")]
+    assert "bash scripts/test.sh" in commands, commands
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert "bash scripts/test.sh" in ci
