@@ -26,7 +26,7 @@ import numpy as np
 
 from .spatial import Ad_inv
 
-__all__ = ["Model", "URDFError", "URDFWarning", "URDFLimitWarning", "Flaw", "SingularInertiaError", "DEFAULT_GRAVITY"]
+__all__ = ["Model", "urdf_limit", "URDFError", "URDFWarning", "URDFLimitWarning", "Flaw", "SingularInertiaError", "DEFAULT_GRAVITY"]
 
 DEFAULT_GRAVITY = (0.0, 0.0, -9.81)
 
@@ -204,3 +204,10 @@ class Model:
     def body_q(self, q: np.ndarray) -> np.ndarray:
         """Joint angle of every body, mimic joints included: P q + q_offset, (..., n) -> (..., nb)."""
         return np.asarray(q) @ self.P.T + self.q_offset
+
+
+def urdf_limit(values, unset: float = np.inf) -> np.ndarray:
+    """The URDF's limits (model.effort_limit, model.velocity_limit: magnitudes), ``unset`` where it
+    gives none: absent (inf) or zero, a common placeholder."""
+    values = np.asarray(values, dtype=np.float64)
+    return np.where(np.isfinite(values) & (values > 0), values, unset)

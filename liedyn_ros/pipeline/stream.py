@@ -12,6 +12,7 @@ import numpy as np
 from liedyn_ros import core
 from liedyn_ros.core import SingularInertiaError, reference
 from liedyn_ros.core.fast.warmup import CONTACT_KERNELS, NODE_KERNELS, KernelWarmup
+from liedyn_ros.core.model import urdf_limit
 from liedyn_ros.pipeline.compute import DynamicsOutputs, prepare_kernels
 from liedyn_ros.pipeline.config import (
     NS_PER_S, AccelerationSource, ContactSource, FloatArray, Logger, PipelineConfig, SkipReason,
@@ -99,10 +100,9 @@ def _finite(out: DynamicsOutputs) -> bool:
 
 
 def _effort_bound(model: Any, factor: float) -> tuple[FloatArray | None, list[str]]:
-    """(factor x each joint's URDF effort limit, inf where the URDF gives none (0 or inf, a common
-    placeholder), or None when no joint is bounded; the names of the unbounded joints)."""
-    limit = np.abs(np.asarray(model.effort_limit, dtype=np.float64))
-    bound = np.where(np.isfinite(limit) & (limit > 0), factor * limit, np.inf)
+    """(factor x each joint's URDF effort limit, inf where the URDF gives none (core.model.urdf_limit),
+    or None when no joint is bounded; the names of the unbounded joints)."""
+    bound = factor * urdf_limit(model.effort_limit)
     unbounded = [name for name, b in zip(model.joint_names, bound) if math.isinf(b)]
     return (None if len(unbounded) == len(bound) else bound), unbounded
 
@@ -440,10 +440,11 @@ class DynamicsPipeline:
         t = (sample.stamp_ns - self._observer_origin_ns) * 1e-9
         tau = np.concatenate((np.zeros(6), sample.effort)) if self._floating else sample.effort
         wrench, contacts = self._measured_wrench, self.contacts
-        sensed = wrench is not None and active is not None and contacts is not None
+        sensed = False
         if wrench is not None and active is not None and contacts is not None:
             # the foot sensors' forces join the torques the observer integrates
             tau = np.add(tau, measured_torque(self.model, contacts, sample.q, pose, wrench, active))
+            sensed = True
         try:
             r = observer.update(t, sample.q, v, tau, base_pose=pose)
         except ValueError:  # the inputs and stamps are checked by now: only an overflow is left

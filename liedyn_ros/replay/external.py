@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from liedyn_ros import core
+from liedyn_ros.core.model import urdf_limit
 from liedyn_ros.pipeline.observed import ContactObserver, event_names, event_residual, measured_torque
 
 from .errors import ReplayError
@@ -151,8 +152,8 @@ class ExternalTorque:
         m = self.model
         qj, vj = q, v[:, m.nv - m.n:]  # q holds the joints only, v the base twist first
         position = (qj <= m.lower + LIMIT_POSITION_MARGIN) | (qj >= m.upper - LIMIT_POSITION_MARGIN)
-        limited = np.isfinite(m.velocity_limit) & (m.velocity_limit > 0)  # a URDF without one gives 0 or inf
-        vlim = np.where(limited, m.velocity_limit, 1.0)
+        limited = np.isfinite(urdf_limit(m.velocity_limit))
+        vlim = urdf_limit(m.velocity_limit, 1.0)  # any positive value where it is not used
         velocity = limited & (np.abs(np.abs(vj) - vlim) <= LIMIT_VELOCITY_SHARE * vlim)
         at_limit = (position | velocity).any(axis=1)
         for e in done + ([ongoing] if ongoing is not None else []):

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model import Model
+from ..model import Model, urdf_limit
 from .drive import PARAMETER_OF, Drive
 from .friction import Friction
 from .parameters import parameter_labels, parameters, pseudo_inertia
@@ -77,12 +77,13 @@ def implausible(model: Model, *, friction: Friction | None = None, inertial_para
 def _friction(model: Model, friction: Friction, recorded: Recorded | None) -> list[str]:
     out = []
     f_c, f_v, f_o = friction.coulomb, friction.viscous, friction.offset
+    limits, speeds = urdf_limit(model.effort_limit), urdf_limit(model.velocity_limit, 0.0)
     for j, name in enumerate(model.joint_names):
         if f_c[j] < 0 or f_v[j] < 0:
             out.append(f"{name}: negative friction (Coulomb {f_c[j]:.4g}, viscous {f_v[j]:.4g}); both must be >= 0")
             continue
         static = f_c[j] + abs(f_o[j])
-        limit, speed = _limit(model.effort_limit[j]), _limit(model.velocity_limit[j], 0.0)
+        limit, speed = limits[j], speeds[j]
         if static + f_v[j] * speed > limit:
             out.append(f"{name}: friction torque {static + f_v[j] * speed:.4g} at the URDF velocity limit {speed:.4g} "
                        f"(Coulomb {f_c[j]:.4g} + |offset| {abs(f_o[j]):.4g} + viscous {f_v[j]:.4g} x {speed:.4g}) "
@@ -91,11 +92,6 @@ def _friction(model: Model, friction: Friction, recorded: Recorded | None) -> li
             out.append(f"{name}: friction at low speed {static:.4g} (Coulomb {f_c[j]:.4g} + |offset| "
                        f"{abs(f_o[j]):.4g}) exceeds the largest recorded |effort| {recorded.max_effort[j]:.4g}")
     return out
-
-
-def _limit(value: float, unset: float = np.inf) -> float:
-    """A URDF limit; absent (inf) or zero (a common placeholder) is unset."""
-    return float(value) if np.isfinite(value) and value > 0 else unset
 
 
 def _bodies(model: Model, pi: np.ndarray) -> list[str]:
@@ -125,6 +121,7 @@ def _bodies(model: Model, pi: np.ndarray) -> list[str]:
 def _drive(model: Model, drive: Drive, prior: Drive | None) -> list[str]:
     out = []
     k, G = drive.torque_constant, drive.transmission
+    limits = urdf_limit(model.effort_limit)
     for j, name in enumerate(model.joint_names):
         if not MIN_SCALE <= abs(k[j]) <= MAX_SCALE:
             out.append(f"{name}: {PARAMETER_OF['torque_constant']} {k[j]:.4g} is outside +-[{MIN_SCALE:g}, "
@@ -132,10 +129,9 @@ def _drive(model: Model, drive: Drive, prior: Drive | None) -> list[str]:
         elif prior is not None and not 1 / SCALE_FACTOR <= k[j] / prior.torque_constant[j] <= SCALE_FACTOR:
             out.append(f"{name}: {PARAMETER_OF['torque_constant']} {k[j]:.4g} is outside [1/{SCALE_FACTOR:g}, "
                        f"{SCALE_FACTOR:g}] x the {prior.torque_constant[j]:.4g} the recording was replayed with")
-        limit = _limit(model.effort_limit[j])
-        if abs(drive.offset[j]) > limit:
+        if abs(drive.offset[j]) > limits[j]:
             out.append(f"{name}: {PARAMETER_OF['offset']} {drive.offset[j]:.4g} exceeds the URDF effort limit "
-                       f"{limit:.4g}")
+                       f"{limits[j]:.4g}")
     ratios = np.abs(G)[np.abs(G) > 0]
     if ratios.size and not ratios.max() <= MAX_SCALE:
         out.append(f"{PARAMETER_OF['transmission']}: an entry of {ratios.max():.4g} exceeds {MAX_SCALE:g}")
