@@ -629,6 +629,8 @@ class DynamicsPipeline:
             observer = self._new_observer(self._dynamics)
             for t in (0.0, 1e-3):
                 observer.update(t, q, v, np.zeros(model.nv), base_pose=pose)
+            if self._contact_observer is not None:  # and its fit of the contact forces
+                self._contact_observer.prepare(model)
         return time.perf_counter() - start
 
     def _reference_state(

@@ -24,12 +24,12 @@ from ..fast.kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, b
     joint_transforms, model_arrays, parent_row, pose_of, reshaped, screw, sizes, vectors_valid, workspace
 from ..fast.layout import COORD, MULT, SCALE
 from ..fast.rnea import rnea_sample
-from ..fast.spatial import bjit, cho_solve, cholesky, gravity_in_base, ijit, jit, lower_solve, pivot_ok, \
-    twist_to_child, upper_solve
+from ..fast.spatial import all_finite, bjit, cho_solve, cholesky, gravity_in_base, ijit, jit, lower_solve, \
+    pivot_ok, twist_to_child, upper_solve
 from ..model import Model
 
 __all__ = ["FastConstraints", "constrained_aba_one", "constrained_rnea_one", "constrained_terms_one",
-           "contact_frames_many", "contact_terms_many", "terms_size", "VIOLATED"]
+           "contact_fit_many", "contact_frames_many", "contact_terms_many", "fit_size", "terms_size", "VIOLATED"]
 
 VIOLATED = 3  # |A v| above tol: the reference words the error
 # A pivot of K below this fraction of its diagonal entry: K is (numerically) singular.
@@ -818,3 +818,78 @@ def constrained_terms_one(handle, ci, cf, sc, q, v, a, tau, T, active, passive, 
         return BAD_INPUT
     return constrained_terms_sample(mf, mi, workspace(mf, mi), ci, cf, sc, q, v, a, tau, T, active, passive, w,
                                     min_force, has_tau, tol, least_squares, up, out)
+
+
+def fit_size(nv: int, m: int, k: int) -> int:
+    """Floats of contact_fit_many's output per sample: lam (m), rest (nv), normal (k), tangential (k)."""
+    return m + nv + 2 * k
+
+
+# A pivot of A_j A_j^T below this fraction of its diagonal entry: the rows are too close to dependent for the
+# normal equations (their error grows with cond(A_j)^2, here up to ~1e-8 relative): the pseudo-inverse decides.
+FIT_PIVOT_RTOL = 1e-8
+
+
+@jit
+def contact_fit_many(handle, ci, cf, sc, q, T, r, active, up, A, out):
+    """The contact forces that explain a generalized force best on the joint rows, and what remains.
+
+    Per sample b of q (B, n), T and active (B or 1, ...), r (B, nv): A[b] (m, nv) of every contact (active or
+    not), lam = argmin |r_j - A_j^T lam| over the joint coordinates j by the normal equations
+    (A_j A_j^T) lam = A_j r_j (Cholesky of an m x m matrix: the per-leg J^T pseudo-inverse at once),
+    rest = r - A^T lam with every contact on the base rows and the active contacts' rows only on the joint
+    rows, and lam's forces along the world direction up and across it (split_forces). out[b] = (lam, rest,
+    normal, tangential). SINGULAR when A_j A_j^T is singular to FIT_PIVOT_RTOL (the caller's pseudo-inverse
+    then gives the least-norm fit); sc: FastConstraints.scratch.
+    """
+    mf, mi = model_arrays(handle)
+    _, n, nv = sizes(mi)
+    k, m = ci[0], ci[1]
+    B, base = q.shape[0], nv - n
+    if (T.shape[0] not in (1, B) or r.shape[0] != B or r.shape[1] != nv or active.shape[0] not in (1, B)
+            or active.shape[1] != k or up.shape[0] != 3 or A.shape[0] != B or A.shape[1] != m or A.shape[2] != nv
+            or out.shape[0] != B or out.shape[1] != m + nv + 2 * k):
+        return BAD_INPUT
+    G, o = block(sc, 0, m, m)
+    frames = reshaped(sc, o, (k, 4, 4))
+    wrench, o = block(sc, o + 16 * k, k, 6)
+    vecs, o = block(sc, o, 2, max(nv, m))
+    zero, c = vecs[0, :nv], vecs[1, :m]
+    terms_sc = reshaped(sc, o, (sc.shape[0] - o,))
+    all_on = np.ones(k, dtype=np.bool_)
+    for i in range(nv):
+        zero[i] = 0.0
+    for b in range(B):
+        Tb, rb, Ab, on = pose_of(T, b), r[b], A[b], active[b if active.shape[0] != 1 else 0]
+        if not (inputs_valid(mi, q[b], Tb) and all_finite(rb)):
+            return BAD_INPUT
+        lam, rest = out[b, :m], out[b, m:m + nv]
+        normal, tangential = out[b, m + nv:m + nv + k], out[b, m + nv + k:]
+        contact_terms(mf, mi, ci, cf, terms_sc, q[b], zero, Tb, all_on, Ab, c)
+        for i in range(m):
+            s = 0.0
+            for col in range(base, nv):
+                s += Ab[i, col] * rb[col]
+            lam[i] = s
+            for j in range(i + 1):
+                s = 0.0
+                for col in range(base, nv):
+                    s += Ab[i, col] * Ab[j, col]
+                G[i, j] = s
+                G[j, i] = s
+        if not cholesky(G, FIT_PIVOT_RTOL):
+            return SINGULAR
+        cho_solve(G, lam)
+        for col in range(nv):
+            rest[col] = rb[col]
+        for j in range(k):
+            o = 2 + nv + 4 * j
+            r0 = ci[o + ROW]
+            rows = 3 if ci[o + POINT] != 0 else 6
+            down = on[j]
+            for i in range(r0, r0 + rows):
+                for col in range(nv if down else base):
+                    rest[col] -= Ab[i, col] * lam[i]
+        put_frames(mi, ci, cf, terms_sc, frames)
+        split_forces(ci, lam, frames, up, normal, tangential, wrench)
+    return OK
