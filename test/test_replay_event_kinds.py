@@ -73,3 +73,28 @@ def test_all_zero_efforts_give_no_event(tmp_path, model):
     sc = scenario(model)
     sc["effort"] = np.zeros_like(sc["effort"])
     assert events(tmp_path, sc) == []
+
+
+def test_the_observer_switched_off_in_the_parameter_file_finds_nothing(tmp_path, model, pin_model):
+    """`external_torque_observer: false` in --params: as live, no external torque (topic, CSV,
+    figure, summary column) and no collision event, where the same file with true finds the pulse."""
+    sc = scenario(model)
+    sc["effort"] = rnea_efforts(sc, pin_model) - pulse(sc)
+    bag = write_bag(tmp_path / "in", "mcap", sc)
+    found = {}
+    for on in (True, False):
+        params = tmp_path / f"{on}.yaml"
+        params.write_text("liedyn_dynamics:\n  ros__parameters:\n    collision_threshold: [3.0]\n"
+                          f"    external_torque_observer: {str(on).lower()}\n")
+        out = tmp_path / str(on)
+        report = replay([bag], ReplayOptions(out=out, urdf=ur5_urdf(), progress=False, params=params, plots=not on))
+        found[on] = (report, out, json.loads((out / "summary.json").read_text()))
+    report, out, summary = found[True]
+    assert [e["kind"] for e in summary["collisions"]] == ["collision"]
+    assert (out / "external_torque.csv").exists() and "external_torque" in report.published
+    report, out, summary = found[False]
+    assert summary["collisions"] == [] and summary["external_torque_observer"] is False
+    assert "collisions: not looked for (external_torque_observer: false)" in report.table
+    assert not (out / "external_torque.csv").exists() and "external_torque" not in report.published
+    assert not any(k.startswith("external_torque") for joint in summary["joints"].values() for k in joint)
+    assert {p.split("/")[-1] for p in report.files} == {"torques.png", "torque_residuals.png", "accelerations.png"}

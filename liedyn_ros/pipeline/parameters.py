@@ -75,6 +75,8 @@ PARAMETERS: dict[str, tuple[Any, str]] = {
     "effort_limit_factor": (10.0, "skip a sample whose feedforward or gravity torque exceeds this factor x a "
                             "joint's URDF effort limit (joints with one); .inf: no check"),
     "diagnostics_period": (1.0, "seconds between /diagnostics messages"),
+    "effort_delay": (0.0, "liedyn-replay only: the efforts are this late against the joint states [s] (the "
+                     "time_offset hint's lag) and are shifted back; the node takes 0 only"),
     **DYNAMICS_PARAMETERS,  # payload, friction, inertial parameters: swapped in at run time
 }
 
@@ -85,6 +87,12 @@ _LOWER_BOUNDS = {
     "armature": 0.0,  # a rotor's inertia
 }
 _LENGTHS = {"gravity": 3}
+
+# The replay's own settings, which a parameter file may hold for it: not pipeline settings. The node
+# refuses values other than the default (it would not apply them): live, a joint state carries its
+# efforts, and shifting them would hold external_torque and collision events back by the delay.
+REPLAY_PARAMETERS = frozenset({"effort_delay"})
+MAX_EFFORT_DELAY = 0.5  # s: the age at which a command no longer describes the motion (replay.samples)
 
 # ROS's own parameters, which a parameter file may set for any node.
 _ROS_PARAMETERS = frozenset({"use_sim_time", "qos_overrides", "start_type_description_service"})
@@ -121,38 +129,45 @@ class Parameters(NamedTuple):
     config: PipelineConfig
 
 
-def check_parameters(values: Mapping[str, Any], joint_names: Sequence[str] = ()) -> Parameters:
+def check_parameters(values: Mapping[str, Any], joint_names: Sequence[str] = (), *, replay: bool = False
+                     ) -> Parameters:
     """The one rule for the node's parameters: types, ranges, then the pipeline's checks.
 
     ``values`` maps parameter names to values as ROS or a YAML file gives them (lists may be
     ``array.array``); names not given keep their defaults. ``joint_names`` (the model's, when
-    known) only names the joint of a bad per-joint entry. Raises ParameterError naming the
-    parameter, what it expected and what it got."""
+    known) only names the joint of a bad per-joint entry. ``replay``: the values are liedyn-replay's,
+    which applies REPLAY_PARAMETERS (the node refuses them but at their defaults). Raises
+    ParameterError naming the parameter, what it expected and what it got."""
     unknown = sorted(str(name) for name in values if name not in PARAMETERS)
     if unknown:
         raise ParameterError(f"unknown parameters {_short.repr(unknown)} (not parameters of dynamics_node)")
     typed = {name: _typed(name, value, PARAMETERS[name][0]) for name, value in values.items()}
     for name, value in typed.items():
         _check_range(name, value, joint_names)
+    for name in REPLAY_PARAMETERS & set(typed):
+        if not replay and typed[name] != PARAMETERS[name][0]:
+            raise ParameterError(f"{name}: {typed[name]} is for liedyn-replay only; the node takes "
+                                 f"{PARAMETERS[name][0]} (live, a joint state carries its own efforts)")
     if any(typed.get("armature", ())) and (any(typed.get("contact_links", ())) or any(typed.get("loop_closures", ()))):
         raise ParameterError("armature: not supported together with contact_links or loop_closures yet (the "
                              "constrained paths have no rotor inertia); leave armature at [0.0] there")
     try:
-        config = config_from_parameters({k: v for k, v in typed.items() if k not in DYNAMICS_PARAMETERS})
+        config = config_from_parameters({k: v for k, v in typed.items()
+                                         if k not in DYNAMICS_PARAMETERS and k not in REPLAY_PARAMETERS})
     except ValueError as err:
         raise ParameterError(str(err)) from None
     return Parameters(typed, config)
 
 
-def load_parameter_file(path: Path, joint_names: Sequence[str] = ()) -> Parameters:
+def load_parameter_file(path: Path, joint_names: Sequence[str] = (), *, replay: bool = False) -> Parameters:
     """The ros__parameters of a node parameter file (the first '<node>: ros__parameters:' entry),
-    checked by :func:`check_parameters`. ROS's own parameters (use_sim_time, qos_overrides) are
+    checked by :func:`check_parameters` (``replay``: for liedyn-replay). ROS's own parameters (use_sim_time, qos_overrides) are
     left to ROS. Raises ParameterError (one line, without the path) on any problem."""
     document = _parse(_read_text(path))
     for entry in document.values() if isinstance(document, dict) else ():
         if isinstance(entry, dict) and isinstance(entry.get("ros__parameters"), dict):
             ours = {k: v for k, v in entry["ros__parameters"].items() if not _is_ros_parameter(k)}
-            return check_parameters(ours, joint_names)
+            return check_parameters(ours, joint_names, replay=replay)
     raise ParameterError("no '<node>: ros__parameters:' mapping (the node's parameter file format)")
 
 
@@ -204,6 +219,9 @@ def _describe(value: Any) -> str:
 def _check_range(name: str, value: Any, joint_names: Sequence[str]) -> None:
     if name in _LENGTHS and len(value) != _LENGTHS[name]:
         raise ParameterError(f"{name}: expected {_LENGTHS[name]} numbers, got {len(value)}")
+    if name == "effort_delay" and abs(value) > MAX_EFFORT_DELAY:
+        raise ParameterError(f"{name}: {value} s is beyond +-{MAX_EFFORT_DELAY:g} s (a lag between efforts and "
+                             "joint states is milliseconds; the time_offset hint looks within 0.3 s)")
     if name not in _LOWER_BOUNDS:
         return
     bound = _LOWER_BOUNDS[name]

@@ -25,6 +25,7 @@ SG_WINDOW, SG_ORDER, MIN_SPEED = 15, 3, 0.05
 # Options that set the node parameter of their name (--observer-gain: observer_gain), over --params'.
 PARAMETER_DEFAULTS: dict[str, Any] = {
     "observer_gain": 50.0, "collision_threshold": [10.0], "collision_release": 0.5, "observer_max_gap": 0.1,
+    "effort_delay": 0.0,
 }
 PARAMETER_OPTIONS = tuple(PARAMETER_DEFAULTS)
 
@@ -51,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="std_msgs/Float64MultiArray of measured/commanded torques, aligned by receive time")
     p.add_argument("--effort-joints", metavar="J1,J2,...",
                    help="joint order of --effort-topic entries (default: the model's joint order)")
+    p.add_argument("--effort-delay", type=float, metavar="SECONDS",
+                   help="the efforts are SECONDS late against the joint states (negative: early), as the "
+                   "time_offset hint suggests: each sample takes the effort recorded SECONDS after its stamp, "
+                   "interpolated (default: --params' effort_delay, else 0)")
     p.add_argument("--start", type=float, metavar="S",
                    help="replay from S seconds after the first joint state (its stamp; the plots' time axis)")
     p.add_argument("--end", type=float, metavar="S", help="replay up to S seconds after the first joint state")

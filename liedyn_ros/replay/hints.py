@@ -64,6 +64,7 @@ class Clues:
 
     joint_names: tuple[str, ...]
     topics: Topics
+    effort_delay: float = 0.0  # s, --effort-delay: already applied to the efforts
     stamps: list[NDArray[np.int64]] = field(default_factory=list)
     rows: list[NDArray[np.float64]] = field(default_factory=list)  # (N, 3, n): effort, tau_ff, tau_g
     kept: int = 0
@@ -231,14 +232,17 @@ def _time_offset(grid: _Grid, clues: Clues) -> tuple[int, dict[str, Any] | None]
     source = (f"the commands of {clues.topics.effort} (no header) are aligned by receive time and the joint "
               "states by their stamps: a controller's delay, or simulation time against wall time"
               if clues.topics.effort else "the efforts and positions of the joint states are not sampled together")
+    delay = clues.effort_delay + lag_s  # the lag is what remains after the delay already applied
+    applied = f" (with --effort-delay {clues.effort_delay:g} applied)" if clues.effort_delay else ""
     return int(lags[best]), {
         "code": "time_offset",
-        "message": f"the efforts are {abs(lag_s) * 1e3:.1f} ms {side} than the joint states (the torque explains "
-                   f"{share[best]:.3f} of their variance at that lag, {share[zero]:.3f} at none): {source}; "
-                   f"residuals and collision events carry this offset, so shift the efforts by {-lag_s:+.4f} s "
-                   "at their source",
+        "message": f"the efforts are {abs(lag_s) * 1e3:.1f} ms {side} than the joint states{applied} (the torque "
+                   f"explains {share[best]:.3f} of their variance at that lag, {share[zero]:.3f} at none): {source}; "
+                   f"residuals and collision events carry this offset: replay with --effort-delay {delay:.4f}, "
+                   f"or shift the efforts by {-delay:+.4f} s at their source",
         "evidence": {"lag_s": float(lag_s), "r2_at_lag": float(share[best]), "r2_at_zero": float(share[zero]),
-                     "sample_period_s": grid.dt, "joints": _names(clues, grid.loaded)}}
+                     "sample_period_s": grid.dt, "joints": _names(clues, grid.loaded),
+                     "effort_delay_s": clues.effort_delay, "suggested_effort_delay_s": round(delay, 4)}}
 
 
 def _joint_order(e: NDArray[np.float64], p: NDArray[np.float64], clues: Clues

@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -94,14 +94,18 @@ class Split:
                 "--identify-min-speed, or identify fewer things")
 
 
-def survey(blocks: Iterable[SampleBlock], window: tuple[float, float], min_speed: float) -> Split:
-    """The split of the samples inside `window` (s since the first sample's stamp) into the first
-    FIT_SHARE and the rest, and each part's moving rows per joint: one pass over the samples
-    without dynamics, so that the split and a shortage are known before the replay. It keeps each
-    sample's stamp and moving flags (8 + n bytes: 72 MB for an hour of a 12-joint robot at 1 kHz)."""
+def survey(blocks: Iterable[SampleBlock], window: tuple[float, float], min_speed: float,
+           origin: Callable[[], int | None] = lambda: None) -> Split:
+    """The split of the samples inside `window` (s since the first sample's stamp, or since `origin()`
+    once the first block is read: the replay's time zero) into the first FIT_SHARE and the rest, and each
+    part's moving rows per joint: one pass over the samples without dynamics, so that the split and a
+    shortage are known before the replay. It keeps each sample's stamp and moving flags (8 + n bytes:
+    72 MB for an hour of a 12-joint robot at 1 kHz)."""
     stamps, moving, t0 = [], [], None
     for block in blocks:
-        t0 = block.stamp_ns[0] * 1e-9 if t0 is None else t0
+        if t0 is None:
+            zero = origin()
+            t0 = (block.stamp_ns[0] if zero is None else zero) * 1e-9
         t = block.stamp_ns * 1e-9 - t0
         inside = (t >= window[0]) & (t <= window[1])
         n = block.effort.shape[1]

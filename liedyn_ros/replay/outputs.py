@@ -129,6 +129,7 @@ class OutputWriter:
         )
         self.base_frame = config.base_link or str(getattr(model, "root_link", "base_link"))
         self.contacts = pipeline.resolve_contacts(model, config) if config.contact_links else None
+        self.observer = config.external_torque_observer  # false: no /liedyn/external_torque, as live
         self.channels = self._channels(model)
         self.extra_csv = {
             "measured_effort": tuple(model.joint_names),
@@ -162,9 +163,10 @@ class OutputWriter:
                 lambda s, fr, v: f.torque_state(f.header(s, fr), v), ser(js), len(joints))),
             Channel(pipeline.TOPIC_PREDICTED_ACCELERATION, jt, joints, TemplateEncoder(
                 lambda s, fr, v: f.acceleration_trajectory(f.header(s, fr), v), ser(jt), len(joints))),
-            Channel(pipeline.TOPIC_EXTERNAL_TORQUE, js, joints, TemplateEncoder(
-                lambda s, fr, v: f.torque_state(f.header(s, fr), v), ser(js), len(joints))),
         ]
+        if self.observer:
+            channels.append(Channel(pipeline.TOPIC_EXTERNAL_TORQUE, js, joints, TemplateEncoder(
+                lambda s, fr, v: f.torque_state(f.header(s, fr), v), ser(js), len(joints))))
         if model.floating_base:
             ws, ac = "geometry_msgs/msg/WrenchStamped", "geometry_msgs/msg/AccelStamped"
             channels += [

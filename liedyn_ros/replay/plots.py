@@ -92,9 +92,11 @@ class PlotRecorder:
             self.t = self.t[::2]
             self.data = {k: v[::2] for k, v in self.data.items()}
 
-    def save(self, out_dir: Path, collisions: list[dict[str, Any]], threshold: NDArray[np.float64]) -> list[Path]:
+    def save(self, out_dir: Path, collisions: list[dict[str, Any]], threshold: NDArray[np.float64] | None
+             ) -> list[Path]:
         """Writes torques.png, torque_residuals.png, accelerations.png (and contact_forces.png)
-        and external_torque.png: the observer's estimate, +-threshold dashed, the collisions shaded."""
+        and external_torque.png: the observer's estimate, +-threshold dashed, the collisions shaded
+        (threshold None: the observer is off, no such figure)."""
         if not len(self.t):
             return []
         import matplotlib
@@ -106,6 +108,8 @@ class PlotRecorder:
         spans = [(e["start_ns"] * 1e-9 - t0, t[-1] if e["end_ns"] is None else e["end_ns"] * 1e-9 - t0,
                   e.get("kind", "collision")) for e in collisions]
         figures = self._contact_figures(out_dir, t) if self.constrained else self._figures(out_dir, t)
+        if threshold is None:
+            return figures
         return figures + [self._figure(out_dir / "external_torque.png", "External torque (momentum observer), "
                                        "events shaded", t, [("estimate", self.data["tau_ext"])], 0, threshold, spans,
                                        missing=f"the observer needs a {self.effort_label} effort")]

@@ -98,7 +98,7 @@ class ReplayOptions:
         if self.chunk_size < 2 * self.savgol.window:
             raise ReplayError(f"chunk size {self.chunk_size} is below twice the filter window")
         try:
-            pipeline.check_parameters(self.parameters)
+            pipeline.check_parameters(self.parameters, replay=True)
         except pipeline.ParameterError as err:
             raise ReplayError(f"{err} (given on the command line)") from None
 
@@ -131,8 +131,8 @@ def replay_parameters(options: ReplayOptions, joint_names: Sequence[str]) -> pip
     """The node's parameters of --params, those given on the command line over them, checked by the
     node's own rule (pipeline.check_parameters)."""
     try:
-        given = pipeline.load_parameter_file(options.params, joint_names).values if options.params else {}
-        return pipeline.check_parameters(given | dict(options.parameters), joint_names)
+        given = pipeline.load_parameter_file(options.params, joint_names, replay=True).values if options.params else {}
+        return pipeline.check_parameters(given | dict(options.parameters), joint_names, replay=True)
     except pipeline.ParameterError as err:
         raise ReplayError(f"--params {options.params}: {err}") from None
 
@@ -212,7 +212,9 @@ def _identifier(urdf_model: Any, params: dict[str, Any], options: ReplayOptions,
     payload = core.parameters(model) - core.parameters(bare)
     if options.identify_role != "split":  # one of several recordings: counted when they are pooled
         return Identifier(problem, urdf_model, FIT_ALL if options.identify_role == "fit" else VALIDATE_ALL, payload)
-    split = survey(stream().blocks(options.chunk_size), _window(options), problem.min_speed)
+    samples = stream()
+    split = survey(samples.blocks(options.chunk_size), _window(options), problem.min_speed,
+                   lambda: samples.first_stamp_ns)
     short = split.shortage(problem, model.joint_names)
     if short is not None:
         raise ReplayError(short)
@@ -252,32 +254,36 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         topics = _topics(bags, model, options, config, contacts)
         diagnose.check_effort_entries(bags, topics, model)
         diagnose.check_one_recording(bags)
+        delay = float(params.get("effort_delay", 0.0))
         identifier = _identifier(urdf_model, params, options,
-                                 lambda: SampleStream(bags, model, topics, config, dyn.drive))
+                                 lambda: SampleStream(bags, model, topics, config, dyn.drive, delay))
         outdir.claim(options.out)
         predict = _prepare_kernels(model, options)
-        stream = SampleStream(bags, model, topics, config, dyn.drive)
+        stream = SampleStream(bags, model, topics, config, dyn.drive, delay)
         names, kinds = tuple(model.joint_names), joint_kinds(model)
         links = () if contacts is None else contacts.links
         constrained = contacts is not None or loops is not None
-        summary = ResidualSummary(names, kinds, contact_links=links, constrained=constrained)
+        observing = config.external_torque_observer  # false: no external torque, no collision events (as live)
+        summary = ResidualSummary(names, kinds, contact_links=links, constrained=constrained, observer=observing)
         recorder = PlotRecorder(names, kinds, effort_label="commanded" if topics.effort else "measured",
                                 gravity=bool(np.any(model.gravity)), contact_links=links, constrained=constrained)
         armature = None if dyn.drive is None else dyn.drive.armature
         external = ExternalTorque(model, _observer(config), dyn.friction, armature, _contact_observer(config, contacts),
-                                  config.external_force_threshold, config.base_link or str(model.root_link))
-        clues = hints.Clues(names, topics)
+                                  config.external_force_threshold, config.base_link or str(model.root_link)
+                                  ) if observing else None
+        clues = hints.Clues(names, topics, delay)
         with OutputWriter(options.out, model, config) as writer:
             dynamics = BlockDynamics(model, config, contacts, options, predict, dyn.friction, loops, armature)
             skipped_rows = _stream(stream, options, dynamics, writer, summary, recorder, external, clues, identifier)
         usable = diagnose.efforts_usable(summary, config.passive_joints)  # else a WARNING says why
-        summary.collisions = external.collisions(usable)
+        summary.collisions = external.collisions(usable) if external is not None else []
         summary.hints = hints.find(summary, clues, bool(np.any(model.gravity)), bags) if usable else []
         problems = (bags.problems() + diagnose.stamp_warnings(stream.skipped, stream.received)
                     + diagnose.effort_warnings(summary, bags, topics, model, config.passive_joints))
         skipped_types = bags.undecodable()
         salvage = bags.salvage()
-    files = [str(p) for p in recorder.save(options.out, summary.collisions, external.threshold)] if options.plots else []
+    threshold = None if external is None else external.threshold
+    files = [str(p) for p in recorder.save(options.out, summary.collisions, threshold)] if options.plots else []
     identification = None
     if identifier is not None and options.identify_role == "split":
         identification, ident_files = identifier.finish(options.out, options.plots)
@@ -339,7 +345,7 @@ def _prepare_kernels(model: Any, options: ReplayOptions) -> bool:
 
 
 def _stream(stream: SampleStream, options: ReplayOptions, dynamics: BlockDynamics, writer: OutputWriter,
-            summary: ResidualSummary, recorder: PlotRecorder, external: ExternalTorque, clues: hints.Clues,
+            summary: ResidualSummary, recorder: PlotRecorder, external: ExternalTorque | None, clues: hints.Clues,
             identifier: Identifier | None = None) -> dict[str, int]:
     """Runs every block through the dynamics; returns the rows left out, by reason: no
     acceleration estimate, outside the --start/--end window (which still feeds the derivative)."""
@@ -363,7 +369,10 @@ def _stream(stream: SampleStream, options: ReplayOptions, dynamics: BlockDynamic
         t = block.stamp_ns * 1e-9 - recorder.t0
         block, accel = leave_out(block, accel, (t >= window[0]) & (t <= window[1]), "outside_window")
         if len(block):
-            if external.contacts is not None and external.contacts.source_observer:  # its state first
+            if external is None:  # external_torque_observer false
+                result = dynamics.run(block, accel)
+                tau_ext = np.full_like(block.effort, np.nan)
+            elif external.contacts is not None and external.contacts.source_observer:  # its state first
                 tau_ext = external.add(block)
                 block = dataclasses.replace(block, contact_active=external.contact_state)
                 result = dynamics.run(block, accel)
@@ -380,8 +389,9 @@ def _stream(stream: SampleStream, options: ReplayOptions, dynamics: BlockDynamic
 
     try:
         for block in stream.blocks(options.chunk_size):
-            if summary.first_stamp_ns is None:
-                summary.first_stamp_ns = int(block.stamp_ns[0])
+            if summary.first_stamp_ns is None:  # the first joint state, also when an effort delay skipped it
+                assert stream.first_stamp_ns is not None
+                summary.first_stamp_ns = stream.first_stamp_ns
                 recorder.t0 = summary.first_stamp_ns * 1e-9
             for done, accel in differentiator.feed(block):
                 process(done, accel)

@@ -19,6 +19,7 @@ import numpy as np
 from liedyn_ros import pipeline
 
 from .cdr import JointStateReader
+from .delay import SKIP_REASON, EffortDelay
 from .errors import ReplayError
 
 if TYPE_CHECKING:
@@ -108,12 +109,16 @@ class SampleStream:
     state sees the latest of them received before it. Skipped messages are counted in
     `skipped` by reason (pipeline reasons, plus `stamp_outlier`, `non_increasing_stamp`,
     `velocity_out_of_range`, `undecodable_message`, `bad_effort_command`). A chunk is decided once LOOKAHEAD more joint
-    states have arrived: they tell a stamp off in the future from a jump of the clock.
+    states have arrived: they tell a stamp off in the future from a jump of the clock. `effort_delay` [s]:
+    the efforts are that late against the joint states and are shifted back (delay.EffortDelay; samples
+    whose shifted time is outside the recording are counted as `effort_delay_outside_recording`).
     """
 
     def __init__(self, bags: BagSet, model: Any, topics: Topics, config: pipeline.PipelineConfig,
-                 drive: Any = None) -> None:
+                 drive: Any = None, effort_delay: float = 0.0) -> None:
         self.bags, self.model, self.topics, self.config = bags, model, topics, config
+        self.effort_delay = effort_delay
+        self.first_stamp_ns: int | None = None  # the first joint state kept (time zero of the replay)
         self.decoder = pipeline.JointStateDecoder(model, drive)  # efforts as joint torques, as in the node
         self.skipped: Counter[str] = Counter()
         self.received = 0
@@ -136,7 +141,20 @@ class SampleStream:
         return names + list(self.topics.contact_wrenches)
 
     def blocks(self, size: int) -> Iterator[SampleBlock]:
-        """Blocks of at most `size` samples (fewer when messages were skipped)."""
+        """Blocks of about `size` samples (fewer when messages were skipped; with an effort delay,
+        up to its length more)."""
+        if not self.effort_delay:
+            yield from self._paired(size)
+            return
+        delay, told = EffortDelay(self.effort_delay, self.config.observer_max_gap), 0
+        for block in delay.blocks(self._paired(size)):
+            self._count(SKIP_REASON, delay.skipped - told)
+            told = delay.skipped
+            yield block
+        self._count(SKIP_REASON, delay.skipped - told)
+
+    def _paired(self, size: int) -> Iterator[SampleBlock]:
+        """Blocks of at most `size` samples, each with the effort received with it."""
         joint_states: list[_Pending] = []
         for raw in self.bags.messages(self.topic_names()):
             if raw.topic == self.topics.joint_states:
@@ -157,6 +175,8 @@ class SampleStream:
     def _emit(self, pending: list[_Pending], decide: int) -> Iterator[SampleBlock]:
         block = self._block(pending, decide)
         if len(block):
+            if self.first_stamp_ns is None:
+                self.first_stamp_ns = int(block.stamp_ns[0])
             yield block
 
     def _block(self, pending: Sequence[_Pending], decide: int) -> SampleBlock:

@@ -97,6 +97,7 @@ class ResidualSummary:
     # contact force realises.
     contact_links: tuple[str, ...] = ()
     constrained: bool = False  # contacts or loops: the fit and unconstrained residuals too
+    observer: bool = True  # external_torque_observer: external torques and collision events looked for
     torque_fit: Running = field(init=False)
     torque_free: Running = field(init=False)
     effort: Running = field(init=False)
@@ -162,8 +163,9 @@ class ResidualSummary:
                 "type": kind,
                 f"torque_residual_{KEY_UNITS[torque]}": self.torque.stats(j),
                 f"acceleration_residual_{KEY_UNITS[acc]}": self.acceleration.stats(j),
-                f"external_torque_{KEY_UNITS[torque]}": self.external.stats(j),
             }
+            if self.observer:
+                joints[name][f"external_torque_{KEY_UNITS[torque]}"] = self.external.stats(j)
             if self.contact_links or self.constrained:
                 joints[name] |= {
                     f"contact_fit_torque_residual_{KEY_UNITS[torque]}": self.torque_fit.stats(j),
@@ -171,7 +173,8 @@ class ResidualSummary:
                     f"effort_{KEY_UNITS[torque]}": self.effort.stats(j),
                 }
         out: dict[str, Any] = {"samples": self.samples, "first_stamp_ns": self.first_stamp_ns, "joints": joints,
-                               "collisions": self.collisions, "hints": self.hints}
+                               "external_torque_observer": self.observer, "collisions": self.collisions,
+                               "hints": self.hints}
         if self.contact_links or self.constrained:
             out["contacts"] = {
                 "links": {link: {key: int(v[i]) for key, v in self.contact_counts.items()}
@@ -210,7 +213,10 @@ def format_table(summary: dict[str, Any]) -> str:
             f"{_num(t['max_abs'], 9)} | {_num(a['rms'], 11)} {_num(a['mean'], 9)} {_num(a['max_abs'], 9)} "
             f"| {_num(e['rms'], 9)} {_num(e['max_abs'], 9)}"
         )
-    lines += format_collisions(summary.get("collisions", []), summary.get("first_stamp_ns"))
+    if summary.get("external_torque_observer", True):
+        lines += format_collisions(summary.get("collisions", []), summary.get("first_stamp_ns"))
+    else:
+        lines.append("collisions: not looked for (external_torque_observer: false)")
     lines += [f"hint {h['code']}: {h['message']}" for h in summary.get("hints", [])]
     if "contacts" in summary:
         lines += ["", f"{'':<{width}} | RMS of effort - contact-consistent torque",
