@@ -216,7 +216,7 @@ def short_bag(arm, tmp_path_factory):
     ({"effort_transmission": [1.0] * 36}, "effort_transmission: singular"),
     ({"effort_transmission": [1.0] * 35}, "expected 6 x 6 = 36 values"),
     ({"effort_offset": [0.0, 0.0, 0.0, 0.0, 0.0, 500.0]},
-     "wrist_3_joint: effort_offset 500 exceeds the URDF effort limit 28"),
+     "wrist_3_joint: effort_offset 500 exceeds the effort limit 28"),
     ({"armature": [0.0, 0.0, 0.0, 0.0, 0.0, 1e4]},
      "wrist_3_joint: armature 1e+04 exceeds 10 x the largest diagonal entry of the URDF's mass matrix"),
     ({"friction_coulomb": [1e4], "friction_compensation": True}, "shoulder_pan_joint: friction torque 1e+04"),

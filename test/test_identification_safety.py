@@ -162,7 +162,7 @@ def test_tampered_parameter_file_is_refused_by_the_replay_with_its_reason(panda,
     bag = bag_of(tmp_path, synthetic(panda, 1.0))
     assert replay(bag, write_urdf(tmp_path), tmp_path / "out", "--params", str(params)) == 2
     message = capsys.readouterr().err
-    assert "panda_joint7" in message and "exceeds the URDF effort limit 12" in message and "implausible" in message
+    assert "panda_joint7" in message and "exceeds the effort limit 12" in message and "implausible" in message
 
 
 def test_implausible_fit_is_not_written(arm, tmp_path) -> None:  # noqa: F811
@@ -242,7 +242,7 @@ def test_predicted_accelerations_invert_rnea_with_the_friction_compensated(panda
 def test_constrained_predictions_take_the_compensated_friction_off_the_efforts() -> None:
     """With contacts (Solo12, the compiled sample, a block and the general path) and with a closed
     loop: the predictions with friction equal those without it from efforts less the friction."""
-    from liedyn_ros.pipeline.loops import compute_loop_outputs
+    from liedyn_ros.pipeline.routes import compute_loop_outputs
     from test_constraints_loops import FIVE_BAR, L5, THETA, _Phi, phi
 
     model = core.load_urdf(str(robots_dir() / "solo_description/robots/solo12.urdf"), floating_base=True)

@@ -364,7 +364,11 @@ def test_the_node_refuses_a_value_with_the_replays_words(node_module: Any) -> No
         with pytest.raises(ParameterError) as info:
             check_parameters({name: value}, JOINTS)
         assert not result.successful and result.reason == str(info.value)
+    # test/arms.py's arm has no URDF effort limits: its friction is refused until effort_limit bounds it
     [result] = node.set_parameters([Parameter("friction_coulomb", value=array.array("d", [1.0, 0.5]))])
+    assert not result.successful and "effort_limit" in result.reason
+    [result] = node.set_parameters([Parameter("effort_limit", value=array.array("d", [5.0, 5.0])),
+                                    Parameter("friction_coulomb", value=array.array("d", [1.0, 0.5]))])
     assert result.successful
 
 

@@ -201,6 +201,18 @@ class Model:
             raise ValueError(f"gravity: expected 3 finite numbers, got {gravity!r}")
         return dataclasses.replace(self, gravity=g)
 
+    def with_effort_limit(self, limit: np.ndarray) -> "Model":
+        """A copy of the model whose effort limits are ``limit`` (n,) [N m] where the URDF gives none
+        (urdf_limit: absent or zero), the smaller of the two where both are set; a zero in
+        ``limit`` leaves the joint's as it is."""
+        limit = np.asarray(limit, dtype=float).reshape(-1)
+        if limit.shape != (self.n,) or not np.all(np.isfinite(limit)) or np.any(limit < 0):
+            raise ValueError(f"effort_limit: expected {self.n} finite values >= 0 (one per joint), got {limit!r}")
+        own = urdf_limit(self.effort_limit)
+        given = np.where(limit > 0, limit, np.inf)
+        merged = np.minimum(own, given)
+        return dataclasses.replace(self, effort_limit=np.where(np.isfinite(merged), merged, self.effort_limit))
+
     def body_q(self, q: np.ndarray) -> np.ndarray:
         """Joint angle of every body, mimic joints included: P q + q_offset, (..., n) -> (..., nb)."""
         return np.asarray(q) @ self.P.T + self.q_offset

@@ -6,6 +6,8 @@ The parameters (docs/contract.md) are those `liedyn-replay --identify` writes to
     friction_coulomb, friction_viscous, friction_offset  (one value per joint, or one for all)
     friction_smoothing (velocity of the tanh sign), friction_compensation (add it to feedforward)
     inertial_parameters (parameters(model) order; [0.0]: the URDF's)
+    effort_limit (one per joint, or one for all; 0: the URDF's): where the URDF sets no effort
+    limit, the one friction and the published torques are checked against
     effort_gear_ratio, effort_torque_constant, effort_offset (one per joint, or one for all),
     effort_transmission (n x n row by row; [0.0]: diag(effort_gear_ratio)), armature (one per
     joint, or one for all): published efforts e -> joint torques G^T (k * e) + o, and the
@@ -44,6 +46,8 @@ DYNAMICS_PARAMETERS: dict[str, tuple[Any, str]] = {
     "effort_transmission": ([0.0], "motor angles = G q: G (n x n, row by row), replacing effort_gear_ratio "
                             "(coupled joints); [0.0]: diag(effort_gear_ratio)"),
     "armature": ([0.0], "rotor inertia reflected to each joint (I_rotor N^2) [kg m^2], per joint or one for all"),
+    "effort_limit": ([0.0], "effort limit [N m] per joint (or one for all) where the URDF sets none (absent or "
+                     "0), the smaller where both do; bounds friction and effort_limit_factor. 0: the URDF's"),
 }
 DRIVE_PARAMETERS = ("effort_gear_ratio", "effort_torque_constant", "effort_offset", "effort_transmission", "armature")
 
@@ -76,7 +80,11 @@ def dynamics_from(model: Any, values: dict[str, Any], recorded: Recorded | None 
     implausible (`recorded`: also against a recording's largest efforts). Missing keys
     take their defaults."""
     get = {k: values.get(k, default) for k, (default, _) in DYNAMICS_PARAMETERS.items()}
-    urdf = model
+    limit = _per_joint("effort_limit", get["effort_limit"], model.n)
+    bad = [name for name, x in zip(model.joint_names, limit) if not (np.isfinite(x) and x >= 0)]
+    if bad:
+        raise ValueError(f"effort_limit: must be finite and >= 0 (0: the URDF's) for {bad}")
+    urdf = model = model.with_effort_limit(limit) if limit.any() else model
     pi = np.asarray(get["inertial_parameters"], dtype=np.float64).reshape(-1)
     corrected = not (pi.size == 1 and pi[0] == 0.0)
     if corrected:

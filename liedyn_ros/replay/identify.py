@@ -25,6 +25,7 @@ import numpy as np
 
 from liedyn_ros.core.identification import Drive, Recorded
 from liedyn_ros.core.identification.fit import IdentificationProblem, IdentificationResult, NormalEquations, identify
+from liedyn_ros.core.model import urdf_limit
 from liedyn_ros.pipeline.payload import dynamics_from
 
 from .errors import ReplayError
@@ -184,6 +185,17 @@ class Identifier:
                     "validation_samples": int(self.validation.rows.sum())}, []
         result = identify(self.problem, self.fit, self.validation)
         section = summary_section(result, self.payload)
+        unset = np.isinf(urdf_limit(self.urdf.effort_limit))
+        friction = result.friction
+        if friction is not None and unset.any():
+            # Joints the URDF leaves unbounded get a bound in the file, checked wherever it is loaded
+            # (core.identification.plausibility): what the motors delivered, or the identified friction at
+            # the URDF velocity limit where that is more (the recording need not have reached it); the
+            # low-speed friction is checked against the recording itself below.
+            at_limit = friction.coulomb + np.abs(friction.offset) + friction.viscous * urdf_limit(
+                self.urdf.velocity_limit, 0.0)
+            section["node_parameters"]["effort_limit"] = np.where(unset, np.maximum(self.max_effort, at_limit),
+                                                                  0.0).tolist()
         files = [out / "identification.png"] if plots and len(self.t) else []
         if files:
             self._plot(files[0], result)

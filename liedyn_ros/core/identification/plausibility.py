@@ -24,7 +24,9 @@ or the replay's --params loads them:
   known, each torque constant within [1 / SCALE_FACTOR, SCALE_FACTOR] times the one it was
   replayed with (the datasheet's: a fit that moves it further found a wrong unit, not a motor);
 - everything finite.
-Unset limits (absent, zero or infinite in the URDF) bound nothing.
+Friction on a joint without an effort limit (absent, zero or infinite in the URDF, and no
+``effort_limit`` parameter: Model.with_effort_limit) is refused: nothing could bound it. Other
+unset limits bound nothing.
 """
 from __future__ import annotations
 
@@ -84,10 +86,13 @@ def _friction(model: Model, friction: Friction, recorded: Recorded | None) -> li
             continue
         static = f_c[j] + abs(f_o[j])
         limit, speed = limits[j], speeds[j]
-        if static + f_v[j] * speed > limit:
+        if np.isinf(limit) and (static > 0 or f_v[j] > 0):
+            out.append(f"{name}: friction (Coulomb {f_c[j]:.4g}, viscous {f_v[j]:.4g}, offset {f_o[j]:.4g}) cannot be "
+                       "checked: the URDF sets no effort limit for this joint; give its effort_limit [N m]")
+        elif static + f_v[j] * speed > limit:
             out.append(f"{name}: friction torque {static + f_v[j] * speed:.4g} at the URDF velocity limit {speed:.4g} "
                        f"(Coulomb {f_c[j]:.4g} + |offset| {abs(f_o[j]):.4g} + viscous {f_v[j]:.4g} x {speed:.4g}) "
-                       f"exceeds the URDF effort limit {limit:.4g}")
+                       f"exceeds the effort limit {limit:.4g}")
         elif recorded is not None and static > recorded.max_effort[j] * (1 + 1e-9):
             out.append(f"{name}: friction at low speed {static:.4g} (Coulomb {f_c[j]:.4g} + |offset| "
                        f"{abs(f_o[j]):.4g}) exceeds the largest recorded |effort| {recorded.max_effort[j]:.4g}")
@@ -130,7 +135,7 @@ def _drive(model: Model, drive: Drive, prior: Drive | None) -> list[str]:
             out.append(f"{name}: {PARAMETER_OF['torque_constant']} {k[j]:.4g} is outside [1/{SCALE_FACTOR:g}, "
                        f"{SCALE_FACTOR:g}] x the {prior.torque_constant[j]:.4g} the recording was replayed with")
         if abs(drive.offset[j]) > limits[j]:
-            out.append(f"{name}: {PARAMETER_OF['offset']} {drive.offset[j]:.4g} exceeds the URDF effort limit "
+            out.append(f"{name}: {PARAMETER_OF['offset']} {drive.offset[j]:.4g} exceeds the effort limit "
                        f"{limits[j]:.4g}")
     ratios = np.abs(G)[np.abs(G) > 0]
     if ratios.size and not ratios.max() <= MAX_SCALE:
