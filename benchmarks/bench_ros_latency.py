@@ -38,12 +38,14 @@ import yaml
 try:
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
+    from geometry_msgs.msg import AccelStamped, WrenchStamped
     from nav_msgs.msg import Odometry
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import JointState
     from std_msgs.msg import UInt8MultiArray
+    from trajectory_msgs.msg import JointTrajectory
 except ImportError:
     print("bench_ros_latency: skipped, no ROS 2 (rclpy) in this environment")
     sys.exit(0)
@@ -54,6 +56,8 @@ from liedyn_ros import core
 from liedyn_ros.robot_data import robots_dir
 
 ECHO = "echo"  # the relay run as a baseline
+OTHER_OUTPUTS = {"gravity_torque": JointState, "predicted_acceleration": JointTrajectory, "external_torque": JointState,
+                 "base_wrench": WrenchStamped, "predicted_base_acceleration": AccelStamped}
 CONFIG = Path(__file__).resolve().parent.parent / "config"
 
 
@@ -108,7 +112,7 @@ def start(kind: str, case: Case, workdir: Path) -> subprocess.Popen[bytes]:
 class Probe(Node):
     """Publishes joint states (and odometry) with stamp = publish time; records arrival - stamp."""
 
-    def __init__(self, model: core.Model, contacts: int) -> None:
+    def __init__(self, model: core.Model, contacts: int, listen_all: bool) -> None:
         super().__init__("latency_probe")
         self.model = model
         self.js_pub = self.create_publisher(JointState, "joint_states", 10)
@@ -117,6 +121,10 @@ class Probe(Node):
         self.contact_state = UInt8MultiArray(data=[1] * contacts)  # all feet down
         reliable = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
         self.create_subscription(JointState, "feedforward_torque", self._on_output, reliable)
+        # The node publishes an output only when someone listens (rosbag record, RViz): --all-outputs
+        # listens to every one of them, as such a tool would, and pays nothing for them here.
+        for topic, kind in (OTHER_OUTPUTS if listen_all else {}).items():
+            self.create_subscription(kind, topic, lambda msg: None, reliable, raw=True)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
         self.latencies: dict[int, float] = {}
         self.recording = False
@@ -162,11 +170,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_case(kind: str, case: Case, seconds: float, rate: float) -> dict[str, Any]:
+def run_case(kind: str, case: Case, seconds: float, rate: float, listen_all: bool) -> dict[str, Any]:
     model = core.load_urdf(case.urdf, floating_base=case.floating)
     with tempfile.TemporaryDirectory() as tmp:
         proc = start(kind, case, Path(tmp))
-        probe = Probe(model, case.contacts)
+        probe = Probe(model, case.contacts, listen_all)
         executor = SingleThreadedExecutor()
         executor.add_node(probe)
         spinner = threading.Thread(target=executor.spin, daemon=True)
@@ -218,6 +226,8 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1000.0, help="joint states per second")
     parser.add_argument("--cases", nargs="+", choices=["panda", "solo12", "solo12-contacts"],
                         default=["panda", "solo12", "solo12-contacts"], help="robots to run (default: all three)")
+    parser.add_argument("--all-outputs", action="store_true",
+                        help="listen to every output of the node, not only feedforward_torque (so it publishes all)")
     parser.add_argument("--echo", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.echo:
@@ -226,13 +236,14 @@ def main() -> None:
     chosen = [cases()[name] for name in args.cases]
     rclpy.init()
     print(f"JointState publish -> feedforward_torque arrival, {args.rate:.0f} Hz for {args.seconds:.0f} s, "
-          f"RMW {os.environ.get('RMW_IMPLEMENTATION', 'default')}")
+          f"RMW {os.environ.get('RMW_IMPLEMENTATION', 'default')}"
+          f"{', every output listened to' if args.all_outputs else ''}; load {os.getloadavg()[0]:.1f}")
     print(f"{'robot':<26} {'process':<13} {'p50 us':>7} {'p90 us':>7} {'p99 us':>7} {'max us':>8} "
           f"{'lost':>11} {'CPU us/sample':>13} {'pipeline us':>11} {'p99 - relay':>11} {'CPU / relay':>11}")
     for case in chosen:
         relay: dict[str, Any] = {}
         for kind in (ECHO, "dynamics_node"):
-            r = run_case(kind, case, args.seconds, args.rate)
+            r = run_case(kind, case, args.seconds, args.rate, args.all_outputs)
             relay = relay or r
             print(f"{case.title:<26} {kind:<13} {r['p50']:7.0f} {r['p90']:7.0f} {r['p99']:7.0f} {r['max']:8.0f} "
                   f"{r['lost']:>5}/{r['sent']:<5} {r['cpu']:13.0f} {r['compute']:11.0f} "

@@ -24,6 +24,7 @@ from rclpy.parameter import Parameter
 from rclpy.publisher import Publisher
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.qos_overriding_options import QoSOverridingOptions
+from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs import msg as sensor_msgs
 from std_msgs import msg as std_msgs
 from trajectory_msgs import msg as trajectory_msgs
@@ -50,9 +51,11 @@ from liedyn_ros.pipeline import (
     MessageClasses,
     OutputMessageFactory,
     PipelineConfig,
+    SerializedOutputs,
     check_parameters,
     contact_wrench_topic,
 )
+from liedyn_ros.pipeline.cdr import byte_order
 from liedyn_ros.pipeline.diagnostics import DiagnosticsReporter, NodeErrors
 from liedyn_ros.pipeline.payload import DYNAMICS_PARAMETERS, Dynamics, dynamics_from
 
@@ -85,6 +88,7 @@ class DynamicsNode(Node):
         )
         self._pipeline: DynamicsPipeline | None = None
         self._factory: OutputMessageFactory | None = None
+        self._serialized: SerializedOutputs | None = None  # the factory's messages as CDR bytes
         self._description = ""
         self._model_status = WAITING
         self._rebuild = False
@@ -124,7 +128,7 @@ class DynamicsNode(Node):
             self.destroy_subscription(subscription)
         for timer in [t for t in self.timers if t not in before]:
             self.destroy_timer(timer)
-        self._pipeline = self._factory = self._urdf_model = self._swap = None
+        self._pipeline = self._factory = self._serialized = self._urdf_model = self._swap = None
         self._description, self._model_status, self._rebuild = "", WAITING, False
         self._outputs, self._contact_subscriptions, self._odom_subscription = {}, [], None
         self.joint_state_subscription = None
@@ -202,9 +206,11 @@ class DynamicsNode(Node):
         """Subscribe to odometry for a floating base; a fixed base (an arm on a wheeled base
         that publishes odom) does not listen to it."""
         if floating and self._odom_subscription is None:
+            # Raw: its CDR bytes, of which the pipeline reads the stamp, pose and twist alone
+            # (pipeline.cdr), at a fraction of converting the whole message.
             self._odom_subscription = self.create_subscription(
                 Odometry, "odom", self._guard(self._on_odometry, "odometry"), qos_profile_sensor_data,
-                qos_overriding_options=QoSOverridingOptions.with_default_policies(),
+                qos_overriding_options=QoSOverridingOptions.with_default_policies(), raw=True,
             )
         elif not floating and self._odom_subscription is not None:
             self.destroy_subscription(self._odom_subscription)
@@ -304,7 +310,7 @@ class DynamicsNode(Node):
         else:
             logger.info("preparing the compiled dynamics (a minute on the first run after an install)")
             ready = f"compiled kernels ready in {pipeline.prepare_kernels():.1f} s"
-        self._factory = factory
+        self._factory, self._serialized = factory, SerializedOutputs(factory, serialize_message)
         self._description = description
         kind = "floating" if model.floating_base else "fixed"
         self._model_status = f"{model.n} joints, {kind} base, root link {model.root_link}"
@@ -358,21 +364,24 @@ class DynamicsNode(Node):
             self._pipeline.set_dynamics(self._swap)
             self._swap = None
             self.get_logger().info("payload/friction parameters applied")
-        if self._pipeline is None or self._factory is None:
+        if self._pipeline is None or self._serialized is None:
             return
         out = self._pipeline.on_joint_state(msg)
         if out is None:
             return
-        for topic, message in self._factory.build(out).items():
-            publisher = self._outputs[topic]
-            if publisher.get_subscription_count():  # converting a message for nobody costs as much
-                publisher.publish(message)
+        # Only the topics someone listens to: an output nobody takes is not even encoded.
+        for topic, data in self._serialized.encode(out, self._listened).items():
+            self._outputs[topic].publish(data)
         if out.collision is not None:  # flagged in /diagnostics now, not at the next period
             self._publish_diagnostics()
 
-    def _on_odometry(self, msg: Odometry) -> None:
+    def _listened(self, topic: str) -> bool:
+        return self._outputs[topic].get_subscription_count() > 0
+
+    def _on_odometry(self, data: bytes) -> None:
         if self._pipeline is not None:
-            self._pipeline.on_odometry(msg)
+            # Another serialization than plain CDR (a middleware of other ways): the whole message.
+            self._pipeline.on_odometry(data if byte_order(data) else deserialize_message(data, Odometry))
 
     def _on_reference(self, msg: trajectory_msgs.JointTrajectory) -> None:
         if self._pipeline is not None:

@@ -11,15 +11,19 @@ The launch tests (test_launch_*.py) check the same node under a real ROS 2.
 """
 from __future__ import annotations
 
+import array
+import dataclasses
 import sys
 import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
 import pytest
 from rosbags.typesys import Stores, get_typestore
 
-TYPES = get_typestore(Stores.ROS2_HUMBLE).types
+TYPESTORE = get_typestore(Stores.ROS2_HUMBLE)
+TYPES = TYPESTORE.types
 
 
 class Parameter:
@@ -35,11 +39,37 @@ class Message:
         self.__dict__.update(fields)
 
 
+def serialize_message(msg: Any) -> bytes:
+    """rclpy.serialization.serialize_message's stand-in: rosbags' CDR of a typestore message
+    (whose float64[] fields the node fills with rclpy's array.array: read as numpy arrays)."""
+    return bytes(TYPESTORE.serialize_cdr(_numpy_fields(msg), msg.__msgtype__))
+
+
+def deserialize_message(data: bytes, kind: Any) -> Any:
+    return TYPESTORE.deserialize_cdr(data, kind.__msgtype__)
+
+
+def _numpy_fields(value: Any) -> Any:
+    if isinstance(value, array.array):
+        return np.frombuffer(value, dtype=np.float64)
+    if isinstance(value, list):
+        return [_numpy_fields(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{f.name: _numpy_fields(getattr(value, f.name))
+                                             for f in dataclasses.fields(value)})
+    return value
+
+
 class Publisher:
-    def __init__(self, topic: str) -> None:
-        self.topic, self.sent = topic, []
+    """Records what is published; CDR bytes (rclpy publishes them as they are) are recorded as
+    the message a subscriber receives, deserialized by rosbags as the ``kind`` published."""
+
+    def __init__(self, topic: str, kind: Any = None) -> None:
+        self.topic, self.kind, self.sent = topic, kind, []
 
     def publish(self, msg: Any) -> None:
+        if isinstance(msg, bytes):
+            msg = TYPESTORE.deserialize_cdr(msg, self.kind.__msgtype__)
         self.sent.append(msg)
 
     def get_subscription_count(self) -> int:
@@ -124,7 +154,7 @@ class Node:
         return list(self.callbacks)
 
     def create_publisher(self, kind: Any, topic: str, qos: Any, **options: Any) -> Publisher:
-        return self.outputs.setdefault(topic, Publisher(topic))
+        return self.outputs.setdefault(topic, Publisher(topic, kind))
 
     def create_subscription(self, kind: Any, topic: str, callback: Callable[[Any], None], qos: Any,
                             **options: Any) -> str:
@@ -197,6 +227,8 @@ def _modules() -> dict[str, types.ModuleType]:
             "rclpy.qos_overriding_options",
             QoSOverridingOptions=anything(with_default_policies=lambda: None)),
         "rclpy.event_handler": _module("rclpy.event_handler", PublisherEventCallbacks=anything),
+        "rclpy.serialization": _module("rclpy.serialization", serialize_message=serialize_message,
+                                       deserialize_message=deserialize_message),
     })
     return modules
 

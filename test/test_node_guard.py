@@ -124,10 +124,10 @@ def test_a_deep_chain_description_never_ends_the_node(node_module: Any) -> None:
 def test_a_callback_that_raises_is_counted_and_the_node_goes_on(node_module: Any, monkeypatch: pytest.MonkeyPatch
                                                                ) -> None:
     node = make_node(node_module, robot_description=ARM)
-    build = node._factory.build
-    monkeypatch.setattr(node._factory, "build", lambda out: (_ for _ in ()).throw(RuntimeError("boom")))
+    contents = node._factory.contents
+    monkeypatch.setattr(node._factory, "contents", lambda out, wanted: (_ for _ in ()).throw(RuntimeError("boom")))
     assert feed(node, [MS]) == 0
-    monkeypatch.setattr(node._factory, "build", build)
+    monkeypatch.setattr(node._factory, "contents", contents)
     assert feed(node, [2 * MS]) == 1
     status = diagnostics(node)
     assert "joint state: RuntimeError: boom" in status.message

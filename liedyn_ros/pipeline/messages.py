@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import array
+import struct
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
 
+from liedyn_ros.pipeline.cdr import CDR_LE
 from liedyn_ros.pipeline.config import NS_PER_S, FloatArray, PipelineConfig
 from liedyn_ros.pipeline.contacts import resolve_contacts, wrench_at_link
 from liedyn_ros.pipeline.observed import event_names
@@ -107,6 +109,26 @@ def double_array(x: FloatArray) -> array.array[float]:
     return array.array("d", np.asarray(x, dtype=np.float64).tobytes())
 
 
+Make = Callable[[Any, FloatArray], Any]  # (header or None, values) -> a new message
+Writer = Callable[[Any], Callable[[FloatArray], None]]  # message -> what writes new values into it
+
+
+class Content(NamedTuple):
+    """One output message's content: its topic, the frame_id of its header (None: no header),
+    how to make the message (``make(header, values)``) and to refill one (``writer``), and the
+    float64 values it carries."""
+
+    topic: str
+    frame: str | None
+    make: Make
+    writer: Writer
+    values: FloatArray
+
+
+def every_topic(topic: str) -> bool:
+    return True
+
+
 class OutputMessageFactory:
     """Builds the node's output messages from a :class:`PipelineOutput`.
 
@@ -123,6 +145,8 @@ class OutputMessageFactory:
     serialize the messages before the next call (rclpy's publish serializes at once). The
     ``collision`` message, rare, is new each time; the single-message methods below
     (``torque_state``, ``wrench``...: the replay's templates) make new messages.
+    :meth:`contents` says what goes into each message; the node publishes it as CDR bytes
+    (:class:`SerializedOutputs`), cheaper still than a refilled message.
     """
 
     def __init__(self, classes: MessageClasses, model: Any, config: PipelineConfig) -> None:
@@ -144,60 +168,65 @@ class OutputMessageFactory:
         self._reused: dict[str, tuple[Any, Callable[[FloatArray], None]]] = {}
 
     def build(self, out: PipelineOutput) -> dict[str, Any]:
-        cfg, res = self.config, out.outputs
-        sec, nanosec = divmod(int(out.stamp_ns), NS_PER_S)
-        stamp = self._stamp
-        stamp.sec, stamp.nanosec = sec, nanosec
-        frame, refill = out.frame_id, self._refill
-        msgs: dict[str, Any] = {}
-        if cfg.publish_feedforward:
-            msgs[TOPIC_FEEDFORWARD] = refill(TOPIC_FEEDFORWARD, frame, self.torque_state, effort_writer, res.tau_ff)
-        if cfg.publish_gravity:
-            msgs[TOPIC_GRAVITY] = refill(TOPIC_GRAVITY, frame, self.torque_state, effort_writer, res.tau_g)
-        if cfg.publish_predicted_acceleration and res.qdd_pred is not None:
-            msgs[TOPIC_PREDICTED_ACCELERATION] = refill(TOPIC_PREDICTED_ACCELERATION, frame,
-                                                        self.acceleration_trajectory, acceleration_writer,
-                                                        res.qdd_pred)
-        if self.floating_base and cfg.publish_base_outputs:
-            if res.base_wrench is not None:
-                msgs[TOPIC_BASE_WRENCH] = refill(TOPIC_BASE_WRENCH, out.base_frame, self.wrench, wrench_writer,
-                                                 res.base_wrench)
-            if res.base_acc_pred is not None:
-                msgs[TOPIC_BASE_ACCELERATION] = refill(TOPIC_BASE_ACCELERATION, out.base_frame, self.accel,
-                                                       accel_writer, res.base_acc_pred)
-        if cfg.publish_effort_command:
-            msgs[TOPIC_EFFORT_COMMAND] = refill(TOPIC_EFFORT_COMMAND, None, self._command, data_writer,
-                                                np.asarray(res.tau_ff)[self.command_index])
-        if out.external_torque is not None:
-            msgs[TOPIC_EXTERNAL_TORQUE] = refill(TOPIC_EXTERNAL_TORQUE, frame, self.torque_state, effort_writer,
-                                                 out.external_torque)
+        msgs = {c.topic: self._refill(c) for c in self.contents(out)}
         if out.collision is not None:
             msgs[TOPIC_COLLISION] = self.collision_state(out.collision)
-        if cfg.publish_unconstrained and res.tau_free is not None:  # contacts or loops
-            msgs[TOPIC_UNCONSTRAINED_FEEDFORWARD] = refill(TOPIC_UNCONSTRAINED_FEEDFORWARD, frame,
-                                                           self.torque_state, effort_writer, res.tau_free)
-        if self._contacts is not None and res.contact_active is not None and res.contact_wrench is not None:
-            wrench = wrench_at_link(self._contacts, res.contact_wrench)
-            for i, on in enumerate(res.contact_active.tolist()):
-                if on:
-                    topic = self._contact_topics[i]
-                    msgs[topic] = refill(topic, self.contact_links[i], self.wrench, wrench_writer, wrench[i])
         return msgs
 
-    def _refill(self, topic: str, frame: str | None, make: Callable[[Any, FloatArray], Any],
-                writer: Callable[[Any], Callable[[FloatArray], None]], values: FloatArray) -> Any:
-        """``topic``'s message holding ``values`` under the shared stamp, in the header of
-        ``frame`` (None: a message without a header): made by ``make(header, values)`` at the
-        first call, then written by what ``writer(message)`` returned then."""
+    def contents(self, out: PipelineOutput, wanted: Callable[[str], bool] = every_topic) -> list[Content]:
+        """What :meth:`build` writes into each output message but ``collision``, for the topics
+        ``wanted`` (by default all), asked in build's order; sets the shared stamp to ``out``'s.
+        The values of a topic not wanted are not computed (the command's gather, the contact
+        wrenches' transformation)."""
+        cfg, res = self.config, out.outputs
+        stamp = self._stamp
+        stamp.sec, stamp.nanosec = divmod(int(out.stamp_ns), NS_PER_S)
+        frame, base = out.frame_id, out.base_frame
+        todo: list[Content] = []
+        offered: list[tuple[str, str | None, Make, Writer, FloatArray | None]] = []
+        if cfg.publish_feedforward:
+            offered.append((TOPIC_FEEDFORWARD, frame, self.torque_state, effort_writer, res.tau_ff))
+        if cfg.publish_gravity:
+            offered.append((TOPIC_GRAVITY, frame, self.torque_state, effort_writer, res.tau_g))
+        if cfg.publish_predicted_acceleration:
+            offered.append((TOPIC_PREDICTED_ACCELERATION, frame, self.acceleration_trajectory,
+                            acceleration_writer, res.qdd_pred))
+        if self.floating_base and cfg.publish_base_outputs:
+            offered.append((TOPIC_BASE_WRENCH, base, self.wrench, wrench_writer, res.base_wrench))
+            offered.append((TOPIC_BASE_ACCELERATION, base, self.accel, accel_writer, res.base_acc_pred))
+        for topic, at, make, writer, values in offered:
+            if values is not None and wanted(topic):
+                todo.append(Content(topic, at, make, writer, values))
+        if cfg.publish_effort_command and wanted(TOPIC_EFFORT_COMMAND):
+            todo.append(Content(TOPIC_EFFORT_COMMAND, None, self._command, data_writer,
+                                np.asarray(res.tau_ff)[self.command_index]))
+        if out.external_torque is not None and wanted(TOPIC_EXTERNAL_TORQUE):
+            todo.append(Content(TOPIC_EXTERNAL_TORQUE, frame, self.torque_state, effort_writer, out.external_torque))
+        if cfg.publish_unconstrained and res.tau_free is not None and wanted(TOPIC_UNCONSTRAINED_FEEDFORWARD):
+            todo.append(Content(TOPIC_UNCONSTRAINED_FEEDFORWARD, frame, self.torque_state, effort_writer,
+                                res.tau_free))  # contacts or loops
+        if self._contacts is not None and res.contact_active is not None and res.contact_wrench is not None:
+            links = [i for i, on in enumerate(res.contact_active.tolist()) if on and wanted(self._contact_topics[i])]
+            if links:
+                wrench = wrench_at_link(self._contacts, res.contact_wrench)
+                todo += [Content(self._contact_topics[i], self.contact_links[i], self.wrench, wrench_writer, wrench[i])
+                         for i in links]
+        return todo
+
+    def _refill(self, content: Content) -> Any:
+        """The topic's message holding the content's values under the shared stamp, in the
+        header of its frame (None: a message without a header): made by ``content.make`` at the
+        first call, then written by what ``content.writer(message)`` returned then."""
+        topic, frame = content.topic, content.frame
         reused = self._reused.get(topic)
         if reused is None:
-            msg = make(None if frame is None else self._header(frame), values)
-            self._reused[topic] = (msg, writer(msg))
+            msg = content.make(None if frame is None else self._header(frame), content.values)
+            self._reused[topic] = (msg, content.writer(msg))
             return msg
         msg, write = reused
         if frame is not None and msg.header.frame_id != frame:  # a joint state with another frame_id
             msg.header = self._header(frame)
-        write(values)
+        write(content.values)
         return msg
 
     def _header(self, frame: str) -> Any:
@@ -258,6 +287,109 @@ class OutputMessageFactory:
         """std_msgs/Float64MultiArray in ``command_joints`` order (ros2_control effort
         controllers take exactly this, with an empty layout)."""
         return self._command(None, np.asarray(tau)[self.command_index])
+
+
+class SerializedOutputs:
+    """The factory's output messages as CDR bytes, for publishing without converting a message
+    object (rclpy's ``Publisher.publish`` takes bytes too and hands them to the middleware as they
+    are; converting a 12-joint JointState costs about twice as much as publishing its bytes).
+
+    Per topic and frame, one message is serialized by ``serialize`` (rclpy's serialize_message, or
+    a rosbags typestore's serialize_cdr) and the places of its stamp and values located
+    (:func:`locate_values`, proven on a second message); each sample then rewrites them in a copy
+    of those bytes. A message whose values cannot be located that way (not little-endian CDR) is
+    the factory's refilled message object instead, and so is the rare ``collision`` message.
+    """
+
+    _CACHE_LIMIT = 64  # (topic, frame) layouts kept: a joint state source that changes its frame_id at every message must not grow memory
+
+    def __init__(self, factory: OutputMessageFactory, serialize: Callable[[Any], bytes]) -> None:
+        self.factory, self.serialize = factory, serialize
+        self._layouts: dict[tuple[str, str | None], CdrLayout | None] = {}
+
+    def encode(self, out: PipelineOutput, wanted: Callable[[str], bool] = every_topic) -> dict[str, Any]:
+        """{topic: CDR bytes (or a message object, see above)} of the topics ``wanted``."""
+        factory = self.factory
+        msgs: dict[str, Any] = {}
+        for content in factory.contents(out, wanted):
+            layout = self._layout(content)
+            msgs[content.topic] = factory._refill(content) if layout is None else \
+                layout.patch(out.stamp_ns, content.values)
+        if out.collision is not None and wanted(TOPIC_COLLISION):
+            msgs[TOPIC_COLLISION] = factory.collision_state(out.collision)
+        return msgs
+
+    def _layout(self, content: Content) -> CdrLayout | None:
+        key = (content.topic, content.frame)
+        if key in self._layouts:
+            return self._layouts[key]
+        if len(self._layouts) >= self._CACHE_LIMIT:
+            self._layouts.clear()
+        factory, frame, make = self.factory, content.frame, content.make
+        if frame is None:
+            layout = locate_values(lambda stamp_ns, values: make(None, values), self.serialize,
+                                   len(content.values), stamped=False)
+        else:
+            layout = locate_values(lambda stamp_ns, values: make(factory.header(stamp_ns, frame), values),
+                                   self.serialize, len(content.values))
+        self._layouts[key] = layout
+        return layout
+
+
+_PROBE_STAMP_NS = 1_234_567_890 * NS_PER_S + 987_654_321
+
+
+class CdrLayout:
+    """A message's CDR bytes and where its stamp (bytes 4-12: the header first) and its k float64
+    values lie in them; :meth:`patch` gives the bytes of the same message with other ones."""
+
+    def __init__(self, template: bytes, offsets: NDArray[np.intp], stamped: bool) -> None:
+        self.template, self.offsets, self.stamped = template, offsets, stamped
+        self._buf = bytearray(template)
+        # CDR aligns every float64 to 8 bytes from the body's start, so all of them lie on one
+        # float64 grid of the buffer: a view writes them at once.
+        start = int(offsets[0]) % 8 if len(offsets) else 0
+        grid = np.frombuffer(self._buf, dtype="<f8", offset=start, count=(len(template) - start) // 8)
+        slots = (offsets - start) // 8
+        if len(slots) and np.array_equal(slots, np.arange(slots[0], slots[0] + len(slots))):
+            self._values: Any = grid[slots[0] : slots[0] + len(slots)]
+            self._slots: Any = slice(None)
+        else:
+            self._values, self._slots = grid, slots
+
+    @property
+    def on_grid(self) -> bool:
+        """Whether the offsets lie on one float64 grid (as CDR's alignment makes them)."""
+        return len(self.offsets) == 0 or bool((self.offsets % 8 == self.offsets[0] % 8).all())
+
+    def patch(self, stamp_ns: int, values: FloatArray) -> bytes:
+        if self.stamped:
+            struct.pack_into("<iI", self._buf, 4, *divmod(int(stamp_ns), NS_PER_S))
+        self._values[self._slots] = values
+        return bytes(self._buf)
+
+
+def locate_values(build: Callable[[int, FloatArray], Any], serialize: Callable[[Any], bytes], k: int, *,
+                  stamped: bool = True) -> CdrLayout | None:
+    """Where the stamp and the k float64 values of ``build(stamp_ns, values)``'s message lie in
+    its CDR bytes ``serialize(message)``: found from a message with distinct values, then proven
+    on a second, different message (patched bytes equal to its serialization). None when that
+    fails (not little-endian CDR, no header first for ``stamped``, a value not found)."""
+    probe = 1.0 + np.pi * 1e-3 + 0.1 * np.arange(k, dtype=np.float64)
+    raw = bytes(serialize(build(_PROBE_STAMP_NS, probe)))
+    if raw[:2] != CDR_LE or (stamped and raw[4:12] != struct.pack("<iI", *divmod(_PROBE_STAMP_NS, NS_PER_S))):
+        return None
+    offsets = np.array([raw.find(struct.pack("<d", x)) for x in probe], dtype=np.intp)
+    if (offsets < 0).any():
+        return None
+    layout = CdrLayout(raw, offsets, stamped)
+    if not layout.on_grid:
+        return None
+    check_values, check_stamp = -2.5 - 0.37 * np.arange(k, dtype=np.float64), 42 * NS_PER_S + 7
+    expected = bytes(serialize(build(check_stamp, check_values)))
+    if layout.patch(check_stamp, check_values) != expected:
+        return None
+    return CdrLayout(raw, offsets, stamped)  # a fresh buffer: the check's values are not left in it
 
 
 # How build writes new values into a message it made: float64[] through a numpy view of the

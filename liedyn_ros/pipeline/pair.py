@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from liedyn_ros import core
+from liedyn_ros.pipeline.cdr import read_odometry
 from liedyn_ros.pipeline.config import NS_PER_S, FloatArray, SkipReason
 from liedyn_ros.pipeline.decode import JointStateDecoder, as_float_array, stamp_to_ns
 
@@ -22,14 +23,27 @@ class BaseState(NamedTuple):
 
 
 def decode_odometry(msg: Any) -> BaseState | SkipReason:
-    """nav_msgs/Odometry -> :class:`BaseState`. The twist is reordered angular-first."""
+    """nav_msgs/Odometry, a message or its CDR bytes (rclpy's raw subscription), ->
+    :class:`BaseState`. The twist is reordered angular-first."""
+    if isinstance(msg, (bytes, bytearray, memoryview)):
+        try:
+            fields = read_odometry(msg)
+        except ValueError:
+            return SkipReason.BAD_ODOMETRY
+        return base_state(fields.stamp_ns, fields.child_frame_id, list(fields.position), list(fields.orientation),
+                          list(fields.angular + fields.linear))
     p = msg.pose.pose.position
     o = msg.pose.pose.orientation
     lin, ang = msg.twist.twist.linear, msg.twist.twist.angular
+    return base_state(stamp_to_ns(msg.header.stamp), str(msg.child_frame_id),
+                      [float(p.x), float(p.y), float(p.z)], [float(o.x), float(o.y), float(o.z), float(o.w)],
+                      [float(ang.x), float(ang.y), float(ang.z), float(lin.x), float(lin.y), float(lin.z)])
+
+
+def base_state(stamp_ns: int, child_frame_id: str, position: list[float], quat: list[float],
+               twist: list[float]) -> BaseState | SkipReason:
+    """:class:`BaseState` of an odometry's numbers (twist (omega, v)), or why they are refused."""
     # Checked as Python floats: a dozen numbers cost less this way than as numpy arrays.
-    position = [float(p.x), float(p.y), float(p.z)]
-    quat = [float(o.x), float(o.y), float(o.z), float(o.w)]
-    twist = [float(ang.x), float(ang.y), float(ang.z), float(lin.x), float(lin.y), float(lin.z)]
     # A NaN or inf anywhere makes the sum non-finite.
     if not math.isfinite(sum(position) + sum(quat) + sum(twist)):
         return SkipReason.BAD_ODOMETRY
@@ -39,9 +53,7 @@ def decode_odometry(msg: Any) -> BaseState | SkipReason:
     if abs(norm - 1.0) > 1e-3:
         return SkipReason.BAD_ODOMETRY
     pose = core.pose_from_position_quaternion(np.array(position), np.array(quat) / norm)
-    return BaseState(
-        stamp_to_ns(msg.header.stamp), str(msg.child_frame_id), pose, np.array(twist)
-    )
+    return BaseState(stamp_ns, child_frame_id, pose, np.array(twist))
 
 
 def pair_odometry(stamp_ns: int, odom: BaseState | None, max_age_s: float) -> BaseState | SkipReason:

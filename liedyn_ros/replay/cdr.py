@@ -25,14 +25,13 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from liedyn_ros.pipeline import NS_PER_S, JointStateArrays
+from liedyn_ros.pipeline.cdr import CDR_LE, align, read_string, read_u32
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from numpy.typing import NDArray
 
-CDR_LE = b"\x00\x01"
-_BODY = 4  # encapsulation header size; alignment counts from here
 _STAMP = slice(4, 12)  # header.stamp: int32 sec, uint32 nanosec
 
 Deserialize = Callable[["bytes | memoryview"], Any]
@@ -58,17 +57,17 @@ def parse_layout(data: bytes) -> JointStateLayout | None:
         return None
     pos = _STAMP.stop
     try:
-        frame_id, pos = _string(data, pos)
-        (count,), pos = _u32(data, pos)
+        frame_id, pos = read_string(data, pos)
+        count, pos = read_u32(data, pos)
         names = []
         for _ in range(count):
-            name, pos = _string(data, pos)
+            name, pos = read_string(data, pos)
             names.append(name)
         arrays = []
         for _ in range(3):
-            (count,), pos = _u32(data, pos)
+            count, pos = read_u32(data, pos)
             if count:
-                pos = _align(pos, 8)
+                pos = align(pos, 8)
             arrays.append((pos, count))
             pos += 8 * count
     except (struct.error, UnicodeDecodeError, ValueError):
@@ -82,23 +81,6 @@ def parse_layout(data: bytes) -> JointStateLayout | None:
     return JointStateLayout(
         frame_id, tuple(names), (arrays[0], arrays[1], arrays[2]), np.flatnonzero(~variable)
     )
-
-
-def _align(pos: int, size: int) -> int:
-    return _BODY + -(-(pos - _BODY) // size) * size
-
-
-def _u32(data: bytes, pos: int) -> tuple[tuple[int], int]:
-    pos = _align(pos, 4)
-    return struct.unpack_from("<I", data, pos), pos + 4
-
-
-def _string(data: bytes, pos: int) -> tuple[str, int]:
-    (length,), pos = _u32(data, pos)
-    raw = data[pos : pos + length]
-    if length == 0 or len(raw) != length or raw[-1] != 0:
-        raise ValueError("not a CDR string")
-    return raw[:-1].decode(), pos + length
 
 
 class JointStateReader:
