@@ -19,11 +19,12 @@ from liedyn_ros.pipeline.config import NS_PER_S
 
 CDR_LE = b"\x00\x01"  # the encapsulation of little-endian CDR (ROS 2's on every common host)
 CDR_BE = b"\x00\x00"
+Buffer = bytes | bytearray | memoryview
 BODY = 4  # encapsulation header size; alignment counts from here
 BYTE_ORDER = {CDR_LE: "<", CDR_BE: ">"}
 
 
-def byte_order(data: bytes) -> str | None:
+def byte_order(data: Buffer) -> str | None:
     """struct's byte order of CDR ``data`` ("<" or ">"), None when it is not plain CDR."""
     return BYTE_ORDER.get(bytes(data[:2]))
 
@@ -32,13 +33,13 @@ def align(pos: int, size: int) -> int:
     return BODY + -(-(pos - BODY) // size) * size
 
 
-def read_u32(data: bytes, pos: int, order: str = "<") -> tuple[int, int]:
+def read_u32(data: Buffer, pos: int, order: str = "<") -> tuple[int, int]:
     """(the uint32 at ``pos`` aligned to 4, the position after it)."""
     pos = align(pos, 4)
     return struct.unpack_from(order + "I", data, pos)[0], pos + 4
 
 
-def read_string(data: bytes, pos: int, order: str = "<") -> tuple[str, int]:
+def read_string(data: Buffer, pos: int, order: str = "<") -> tuple[str, int]:
     """(the string at ``pos``, the position after it); ValueError if there is none."""
     length, pos = read_u32(data, pos, order)
     raw = data[pos : pos + length]
@@ -62,7 +63,7 @@ class OdometryFields(NamedTuple):
 _POSE_AND_COVARIANCE = 7 + 36  # doubles from the pose to the twist
 
 
-def read_odometry(data: bytes) -> OdometryFields:
+def read_odometry(data: Buffer) -> OdometryFields:
     """The fields of nav_msgs/Odometry (Humble to Jazzy: header, child_frame_id, pose with
     covariance, twist with covariance) from its CDR bytes; ValueError when ``data`` is not one."""
     order = byte_order(data)
