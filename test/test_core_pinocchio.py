@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from liedyn_ros import core
+from liedyn_ros.core import dynamics
 from robots import (FIXED_CASES, FLOATING_CASES, assert_close, case, pin_aba, pin_coriolis, pin_gravity,
                     pin_mass_matrix, pin_rnea, pose_arg, random_state)
 
@@ -48,6 +49,30 @@ def test_rnea_with_external_wrenches(name: str) -> None:
         f_ext = {link: rng.normal(size=6) * 10 for link in leaf_and_merged_links(t.model)}
         got = core.rnea(t.model, q, v, a, base_pose=T, f_ext=f_ext)
         assert_close(got, pin_rnea(t, q, v, a, T, f_ext), what=f"{name} {sorted(f_ext)}")
+
+
+@pytest.mark.parametrize("name", ALL_CASES)
+def test_a_wrench_on_one_link(name: str, monkeypatch) -> None:
+    """f_ext on one link, every link in turn (the root link of a floating base too): rnea equals Pinocchio's
+    rnea - J^T f; aba of that tau with the same wrench gives a back, and hybrid with everything prescribed
+    gives tau. The general path is made to fail, so the values come from the one-link kernels."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("not the one-link kernel")
+
+    t = case(name)
+    rng = np.random.default_rng(10)
+    q, v, a = random_state(t.model, rng)
+    T = pose_arg(t.model, rng)
+    everything = np.ones(t.model.nv, bool)
+    monkeypatch.setattr(dynamics, "prepare", refuse)
+    monkeypatch.setattr(dynamics, "_sample_wrenches", refuse)
+    for link in t.model.link_frames:
+        f_ext = {link: rng.normal(size=6) * 10}
+        tau = pin_rnea(t, q, v, a, T, f_ext)
+        assert_close(core.rnea(t.model, q, v, a, base_pose=T, f_ext=f_ext), tau, what=f"{name} rnea {link}")
+        assert_close(core.aba(t.model, q, v, tau, base_pose=T, f_ext=f_ext), a, rel=1e-8, what=f"{name} aba {link}")
+        assert_close(core.hybrid(t.model, q, v, a, everything, base_pose=T, f_ext=f_ext)[0], tau,
+                     what=f"{name} hybrid {link}")
 
 
 @pytest.mark.parametrize("name", ALL_CASES)

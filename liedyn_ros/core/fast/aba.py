@@ -30,8 +30,8 @@ import numpy as np
 
 from .crba import mass_matrix_sample
 from .kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, borrowed, inertias_block, pose_of, \
-    inputs_valid, joint_transforms, load_inertias, model_arrays, parent_row, reshaped, screw, sizes, transforms_block, \
-    vectors_valid, workspace, wrenches_valid
+    inputs_valid, joint_transforms, link_wrench, load_inertias, model_arrays, parent_row, reshaped, screw, sizes, \
+    transforms_block, vectors_valid, workspace, wrenches_valid
 from .layout import ALONE, COORD, FIRST, GROUPED, MULT, SCALE, SCREW
 from .rnea import rnea_sample
 from .spatial import body_inertia_times, coadjoint_bias, congruence_of_blocks, congruence_to_parent, dot6, \
@@ -282,6 +282,20 @@ def hybrid_wrench_one(handle, q, v, u, prescribed, T, f_body, f_base, tau, a):
     if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, u)) and wrenches_valid(mi, f_body, f_base)):
         return BAD_INPUT
     return hybrid_sample(mf, mi, workspace(mf, mi), q, v, u, prescribed, T, f_body, f_base, np.int64(0), tau, a)
+
+
+@jit
+def hybrid_link_one(handle, q, v, u, prescribed, T, w, link, tau, a):
+    """hybrid_one with the wrench w (m, f) on one link, row `link` of the model's link table (rnea_link_one)."""
+    mf, mi = model_arrays(handle)
+    if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, u))):
+        return BAD_INPUT
+    nb = sizes(mi)[0]
+    ws = workspace(mf, mi)
+    valid, f_body, f_base = link_wrench(handle, ws, nb, w, link)
+    if not valid:
+        return BAD_INPUT
+    return hybrid_sample(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, np.int64(0), tau, a)
 
 
 @bjit

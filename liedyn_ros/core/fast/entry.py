@@ -53,6 +53,10 @@ def _signature(name: str) -> tuple:
         "rnea_wrench_one": (rnea.rnea_wrench_one, types.int64(model, _VEC, _VEC, _VEC, _MAT, _WRENCH, _MAT, _VEC)),
         "hybrid_wrench_one": (aba.hybrid_wrench_one, types.int64(model, _VEC, _VEC, _VEC, types.boolean[::1], _MAT,
                                                                  _WRENCH, _MAT, _VEC, _VEC)),
+        # one link's wrench: (w, the link's row in FastModel.links)
+        "rnea_link_one": (rnea.rnea_link_one, types.int64(model, _VEC, _VEC, _VEC, _MAT, _VEC, types.int64, _VEC)),
+        "hybrid_link_one": (aba.hybrid_link_one, types.int64(model, _VEC, _VEC, _VEC, types.boolean[::1], _MAT, _VEC,
+                                                             types.int64, _VEC, _VEC)),
         "derivatives_one": (derivatives.derivatives_one,
                             types.int64(model, _VEC, _VEC, _VEC, _VEC, _MAT, types.boolean, types.float64[:, :, ::1])),
         "regressor_one": (regressor.regressor_one, types.int64(model, _VEC, _VEC, _VEC, _MAT, _MAT)),

@@ -5,8 +5,9 @@ from numba import carray, types
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
-from .layout import COORD, HEADER, INERTIA, MI_WIDTH, MULT, PARENT, SCREW, WIDTH
-from .spatial import all_finite, bracket, gravity_in_base, ijit, joint_transform, pose_is_valid, twist_to_child
+from .layout import COORD, HEADER, INERTIA, LINK_WIDTH, MI_WIDTH, MULT, PARENT, SCREW, WIDTH
+from .spatial import all_finite, bracket, gravity_in_base, ijit, joint_transform, pose_is_valid, twist_to_child, \
+    wrench_to_parent
 
 OK, BAD_INPUT, SINGULAR = 0, 1, 2
 
@@ -175,6 +176,34 @@ def model_arrays(handle):
     mf = carray(_float_pointer(header[0]), (header[1], WIDTH))
     mi = carray(_int_pointer(header[2]), (header[3], MI_WIDTH))
     return mf, mi
+
+
+@ijit
+def link_table(handle):
+    """The FastModel's table of links (see layout): row k = the body of link k (-1: the root link), R, p."""
+    header = carray(_int_pointer(handle), HEADER)
+    return carray(_float_pointer(header[4]), (header[5], LINK_WIDTH))
+
+
+@ijit
+def link_wrench(handle, ws, nb, w, link):
+    """(valid, f_body (1, nb, 6), f_base (1, 6)): the wrench w (m, f) on link row `link`, in its body's frame
+    as Ad_{T_body_link^-1}^T w, zero on every other body; in the workspace's last 6 (nb + 1) floats.
+
+    valid is False for a row outside the table or a w that is not 6 finite numbers.
+    """
+    links = link_table(handle)
+    start = ws.shape[0] - 6 * (nb + 1)
+    f_body, f_base = reshaped(ws, start, (1, nb, 6)), reshaped(ws, start + 6 * nb, (1, 6))
+    if not (0 <= link < links.shape[0] and w.shape[0] == 6 and all_finite(w)):
+        return False, f_body, f_base
+    f_body[:, :, :] = 0.0
+    f_base[:, :] = 0.0
+    body = int(links[link, 0])
+    row = LINK_WIDTH * link
+    wrench_to_parent(reshaped(links, row + 1, (3, 3)), reshaped(links, row + 10, (3,)), w,
+                     f_base[0] if body < 0 else f_body[0, body])
+    return True, f_body, f_base
 
 
 @intrinsic

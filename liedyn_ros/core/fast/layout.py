@@ -14,10 +14,13 @@ one float array `mf` and one int array `mi`, and the single-sample workspace rid
     mf[nb + 1:]                    the workspace of single-sample calls (`workspace`)
     mi[i]   body i:                lambda(i), the coordinate that drives it
     mi[nb]  sizes:                 n, nv
+    links[k] link k of `FastModel.links`: the body it is merged into (-1: the root link), R and p
+                                   of T_body_link (row-major): the table of the one-link wrench kernels
 
 The column offsets below are compile-time constants inside the kernels. Single-sample kernels
 take the model as one integer, `handle`: the address of a header (address of mf, its rows,
-address of mi, its rows), from which `kinematics.model_arrays` rebuilds both arrays.
+address of mi, its rows, address of links, its rows), from which `kinematics.model_arrays` and
+`kinematics.link_table` rebuild the arrays.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from ..model import Model
 from ..singular import inertia_scale
 
 __all__ = ["FastModel", "fast_model", "RM", "PM", "SCREW", "INERTIA", "MULT", "OFFSET", "FIRST", "AXIS", "ALONE",
-           "GRAVITY", "SCALE", "GROUPED", "PARENT", "COORD", "GENERAL", "WIDTH", "MI_WIDTH", "HEADER"]
+           "GRAVITY", "SCALE", "GROUPED", "PARENT", "COORD", "GENERAL", "WIDTH", "MI_WIDTH", "LINK_WIDTH", "HEADER"]
 
 RM, PM, SCREW, INERTIA, MULT, OFFSET, FIRST, AXIS, ALONE = 0, 9, 12, 18, 54, 55, 56, 57, 58
 # base row: gravity (3), inertia_scale (core.singular's rule), mimic groups share a parent
@@ -36,7 +39,8 @@ GRAVITY, SCALE, GROUPED = 0, 3, 4
 WIDTH = 59
 PARENT, COORD = 0, 1
 MI_WIDTH = 2
-HEADER = 4  # entries of the handle's header
+LINK_WIDTH = 13  # body, R (9), p (3)
+HEADER = 6  # entries of the handle's header
 GENERAL = -1  # AXIS of a screw with more than one nonzero entry
 
 
@@ -69,9 +73,15 @@ class FastModel:
         mi[:nb, PARENT] = model.parent
         mi[:nb, COORD] = coordinate
         mi[nb] = model.n, model.nv
-        self.mf, self.mi = mf, mi
-        self._header = np.array([mf.ctypes.data, mf.shape[0], mi.ctypes.data, mi.shape[0]], dtype=np.int64)
-        self.handle = self._header.ctypes.data  # valid while self (holding mf, mi, _header) lives
+        # The links' row numbers for the one-link wrench kernels (rnea_link_one, hybrid_link_one).
+        self.links = {link: k for k, link in enumerate(model.link_frames)}
+        link_rows = np.zeros((max(1, len(self.links)), LINK_WIDTH))  # one row at least: a valid address
+        for k, (body, T) in enumerate(model.link_frames.values()):
+            link_rows[k] = body, *T[:3, :3].ravel(), *T[:3, 3]
+        self.mf, self.mi, self._link_rows = mf, mi, link_rows
+        self._header = np.array([mf.ctypes.data, mf.shape[0], mi.ctypes.data, mi.shape[0], link_rows.ctypes.data,
+                                 len(self.links)], dtype=np.int64)
+        self.handle = self._header.ctypes.data  # valid while self (holding mf, mi, link_rows, _header) lives
         self.n, self.nb, self.nv = model.n, nb, model.nv
         self.fixed = not model.floating_base
         self.ws_size = workspace_size(nb, model.nv)
@@ -92,8 +102,12 @@ def joint_axis(S: np.ndarray) -> int:
 
 
 def workspace_size(nb: int, nv: int) -> int:
-    """Floats of scratch memory one sample of any kernel needs (see the `block`s each kernel takes)."""
-    return 140 * (nb + 1) + 3 * nv * nv + 16 * nv + 64
+    """Floats of scratch memory one sample of any kernel needs (see the `block`s each kernel takes).
+
+    The last 6 (nb + 1) are the one-link wrench kernels' f_body and f_base (`kinematics.link_wrench`),
+    which the kernels they call never reach.
+    """
+    return 146 * (nb + 1) + 3 * nv * nv + 16 * nv + 64
 
 
 def fast_model(model: Model) -> FastModel:

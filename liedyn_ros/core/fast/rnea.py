@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kinematics import BAD_INPUT, OK, base_motion, block, body_motion, borrowed, inputs_valid, model_arrays, pose_of, \
-    parent_row, reshaped, sizes, transforms_block, vectors_valid, workspace, wrenches_valid
+from .kinematics import BAD_INPUT, OK, base_motion, block, body_motion, borrowed, inputs_valid, link_wrench, \
+    model_arrays, pose_of, parent_row, reshaped, sizes, transforms_block, vectors_valid, workspace, wrenches_valid
 from .layout import COORD, MULT
 from .spatial import bjit, body_inertia_times, coadjoint_bias, gravity_in_base, ijit, jit, joint_transform, \
     screw_dot, twist_to_child, wrench_to_parent
@@ -110,6 +110,21 @@ def rnea_wrench_one(handle, q, v, a, T, f_body, f_base, out):
     if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, a)) and wrenches_valid(mi, f_body, f_base)):
         return BAD_INPUT
     return rnea_sample(mf, mi, workspace(mf, mi), q, v, a, T, f_body, f_base, np.int64(0), out)
+
+
+@jit
+def rnea_link_one(handle, q, v, a, T, w, link, out):
+    """rnea_one with the wrench w (m, f) on one link, row `link` of the model's link table (kinematics.link_wrench):
+    a wrench on one link, the commonest case, costs no numpy work in the caller."""
+    mf, mi = model_arrays(handle)
+    if not (inputs_valid(mi, q, T) and vectors_valid(mi, (v, a))):
+        return BAD_INPUT
+    nb = sizes(mi)[0]
+    ws = workspace(mf, mi)
+    valid, f_body, f_base = link_wrench(handle, ws, nb, w, link)
+    if not valid:
+        return BAD_INPUT
+    return rnea_sample(mf, mi, ws, q, v, a, T, f_body, f_base, np.int64(0), out)
 
 
 @jit
