@@ -25,7 +25,7 @@ from .reference.hybrid import _mask as check_prescribed
 
 __all__ = ["Data"]
 
-TOL = 1e-6  # constrained_aba's default tolerance of |A v| (the plain function's)
+TOL = forward.TOL  # constrained_aba's default tolerance of |A v|
 
 
 class Data:
@@ -63,7 +63,7 @@ class Data:
         self._links, self._plan = None, []
         # constrained_aba: the last constraint set, its compiled arrays and lam; the default (kp, kd, tol)
         self._cs, self._fc, self.lam = None, None, np.zeros(0)
-        self._params = forward.kernel_parameters(None, TOL)
+        self._params = forward._DEFAULT_PARAMS
 
     def rnea(self, q, v, a, *, base_pose=None, f_ext=None) -> np.ndarray:
         """core.rnea of one sample into (and returning) ``self.tau``."""

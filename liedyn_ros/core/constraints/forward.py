@@ -16,6 +16,7 @@ from .state import per_sample, setup, solve_psd
 __all__ = ["constrained_aba", "unforced"]
 
 _UNFORCED: "weakref.WeakKeyDictionary[Model, Model]" = weakref.WeakKeyDictionary()
+TOL = 1e-6  # the default largest |A v| and loop position error
 
 
 def unforced(model: Model) -> Model:
@@ -37,7 +38,7 @@ def baumgarte_terms(terms, baumgarte) -> np.ndarray:
 
 
 def constrained_aba(model: Model, q, v, tau, constraints, *, base_pose=None, f_ext=None, active=None,
-                    baumgarte=None, tol: float = 1e-6, fast: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                    baumgarte=None, tol: float = TOL, fast: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(a, lam) of  M a + b = tau + A^T lam,  A a + c = 0  (Kim eqs. 54, 67-69).
 
         a_r = aba(q, v, tau)                         the open tree's answer
@@ -98,10 +99,17 @@ def kernel_parameters(baumgarte, tol) -> np.ndarray | None:
     return out
 
 
+_DEFAULT_PARAMS = kernel_parameters(None, TOL)  # the defaults' (kp, kd, tol), looked up once
+
+
 def _fast(model: Model, cs, q, v, tau, base_pose, active, baumgarte, tol):
     """The compiled path for contacts: (a, lam), or None to let the reference answer (or raise)."""
-    fm, fc = fast_model(model), cs._fast
-    params = kernel_parameters(baumgarte, tol)
+    try:
+        fm = model._fast
+    except AttributeError:  # the first call builds the layout (as in core.dynamics)
+        fm = fast_model(model)
+    fc = cs._fast
+    params = _DEFAULT_PARAMS if baumgarte is None and tol is TOL else kernel_parameters(baumgarte, tol)
     if params is None:
         return None
     T = fm.identity if base_pose is None else base_pose
