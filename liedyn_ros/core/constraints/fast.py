@@ -29,7 +29,7 @@ from ..fast.spatial import all_finite, bjit, cho_solve, cholesky, gravity_in_bas
 from ..model import Model
 
 __all__ = ["FastConstraints", "constrained_aba_one", "constrained_rnea_one", "constrained_terms_one",
-           "contact_fit_many", "contact_frames_many", "contact_terms_many", "fit_size", "terms_size", "VIOLATED"]
+           "contact_fit_many", "contact_kinematics_many", "contact_terms_many", "fit_size", "terms_size", "VIOLATED"]
 
 VIOLATED = 3  # |A v| above tol: the reference words the error
 # A pivot of K below this fraction of its diagonal entry: K is (numerically) singular.
@@ -317,23 +317,31 @@ def contact_terms(mf, mi, ci, cf, sc, q, v, T, active, A, c):
 
 
 @jit
-def contact_frames_many(handle, ci, cf, sc, q, T, frames):
-    """World poses of the contact frames, frames (B, k, 4, 4), of q (B, n) and T (B or 1, 4, 4)."""
+def contact_kinematics_many(handle, ci, cf, sc, q, T, frames, A):
+    """World poses of the contact frames, frames (B, k, 4, 4), and the Jacobian of every contact, A (B, m, nv),
+    of q (B, n) and T (B or 1, 4, 4); either output may hold no sample (not wanted: not computed)."""
     mf, mi = model_arrays(handle)
-    nb, n, nv = sizes(mi)
+    _, n, nv = sizes(mi)
     k, m = ci[0], ci[1]
-    if frames.shape[0] != q.shape[0] or T.shape[0] not in (1, q.shape[0]):
+    B = q.shape[0]
+    if frames.shape[0] not in (0, B) or frames.shape[1] != k or A.shape[0] not in (0, B) or A.shape[1] != m \
+            or A.shape[2] != nv or T.shape[0] not in (1, B):
         return BAD_INPUT
-    A, o = block(sc, 0, m, nv)
+    scratch_A, o = block(sc, 0, m, nv)
     c, o = block(sc, o, 1, m)
     terms_sc = reshaped(sc, o, (sc.shape[0] - o,))
-    zero, inactive = np.zeros(nv), np.zeros(k, dtype=np.bool_)
-    for b in range(q.shape[0]):
+    rows = A.shape[0] != 0
+    zero, on = np.zeros(nv), np.full(k, rows)  # no rows wanted: contact_terms leaves them (the world poses only)
+    for b in range(B):
         Tb = pose_of(T, b)
         if not inputs_valid(mi, q[b], Tb):
             return BAD_INPUT
-        contact_terms(mf, mi, ci, cf, terms_sc, q[b], zero, Tb, inactive, A, c[0])  # the world poses Rw, pw
-        put_frames(mi, ci, cf, terms_sc, frames[b])
+        if rows:
+            contact_terms(mf, mi, ci, cf, terms_sc, q[b], zero, Tb, on, A[b], c[0])
+        else:
+            contact_terms(mf, mi, ci, cf, terms_sc, q[b], zero, Tb, on, scratch_A, c[0])
+        if frames.shape[0] != 0:
+            put_frames(mi, ci, cf, terms_sc, frames[b])
     return OK
 
 

@@ -158,16 +158,51 @@ def compiled_terms(cs: ConstraintSet, batch: Batch, rows: np.ndarray) -> Constra
     return ConstraintTerms(A, c, np.einsum("bij,bj->bi", A, batch.vectors[0]), np.zeros((B, cs.m)))
 
 
-def constraint_jacobian(model: Model, q, constraints, *, base_pose=None) -> np.ndarray:
+def _compiled_kinematics(model: Model, q, cs: ConstraintSet, base_pose, frames: bool, jacobian: bool):
+    """(frames (..., k, 4, 4) or None, A (..., m, nv) or None) of contacts by the compiled kernel
+    (constraints.fast.contact_kinematics_many), or None where it does not answer: other constraints, not
+    float64 arrays, a pose that is not one per sample (the general path then checks and words the error)."""
+    fc = cs._fast
+    if fc is None or type(q) is not np.ndarray or q.dtype != np.float64 or q.ndim < 1:
+        return None
+    lead = q.shape[:-1]
+    fm = fast_model(model)
+    if fm.fixed:
+        if base_pose is not None:
+            return None
+        poses = fm.identity[None]
+    elif (type(base_pose) is np.ndarray and base_pose.dtype == np.float64 and base_pose.shape[:-2] == lead
+          and base_pose.shape[-2:] == (4, 4)):
+        poses = np.ascontiguousarray(base_pose.reshape(-1, 4, 4))
+    else:
+        return None
+    qb = np.ascontiguousarray(q.reshape(-1, q.shape[-1]))
+    B = qb.shape[0]
+    T = np.empty((B if frames else 0, cs.k, 4, 4))
+    A = np.empty((B if jacobian else 0, cs.m, model.nv))
+    try:
+        if single.contact_kinematics_many(fm.handle, fc.ci, fc.cf, fc.scratch, qb, poses, T, A) != 0:
+            return None
+    except TypeError:  # a read-only argument: the readable path
+        return None
+    return (T.reshape(lead + (cs.k, 4, 4)) if frames else None), (A.reshape(lead + (cs.m, model.nv)) if jacobian
+                                                                  else None)
+
+
+def constraint_jacobian(model: Model, q, constraints, *, base_pose=None, fast: bool = True) -> np.ndarray:
     """A(q), shape (..., m, nv): the rows of every constraint, stacked in the order given.
 
     A v is the velocity each constraint forbids (see liedyn_ros.core.constraints.jacobian), in
     the constraint's frame; lam = A-rows' forces on the robot enter as M a + b = tau + A^T lam.
-    Contacts take the compiled kernel (the momentum observer asks for A at every sample).
+    Contacts take the compiled kernel (constraints.fast.contact_kinematics_many: float64 arrays go
+    to it unchecked; anything it refuses is validated here) unless fast=False (no compiled code).
     """
     cs = constraint_set(model, constraints)
+    compiled = _compiled_kinematics(model, q, cs, base_pose, False, True) if fast else None
+    if compiled is not None:
+        return compiled[1]
     batch = prepare(model, q, {"v": np.zeros(model.nv)}, base_pose=base_pose)
-    if cs._fast is not None:
+    if fast and cs._fast is not None:
         return batch.restore(compiled_terms(cs, batch, np.ones((batch.q.shape[0], cs.m), dtype=bool)).A)
     return batch.restore(constraint_terms(cs, batch, batch.vectors[0]).A)
 
@@ -182,23 +217,14 @@ def constraint_bias(model: Model, q, v, constraints, *, base_pose=None) -> np.nd
 def constraint_frames(model: Model, q, constraints, *, base_pose=None, fast: bool = True) -> np.ndarray:
     """World poses T_a = T_i T_ia of every constraint's frame a (a contact's frame), (..., k, 4, 4).
 
-    Contacts on a floating base take the compiled forward pass (constraints.fast) unless fast=False;
-    float64 arrays go to it unchecked (it checks lengths, NaN and the pose; anything it refuses is
-    validated here).
+    Contacts take the compiled forward pass (constraints.fast.contact_kinematics_many) unless
+    fast=False; float64 arrays go to it unchecked (it checks lengths, NaN and the pose; anything it
+    refuses is validated here).
     """
     cs = constraint_set(model, constraints)
-    fc = cs._fast
-    if (fast and fc is not None and model.floating_base and type(q) is np.ndarray and type(base_pose) is np.ndarray
-            and q.dtype == base_pose.dtype == np.float64 and q.ndim >= 1 and base_pose.shape[:-2] == q.shape[:-1]):
-        lead = q.shape[:-1]
-        qb = np.ascontiguousarray(q.reshape(-1, q.shape[-1]))
-        poses = np.ascontiguousarray(base_pose.reshape(-1, 4, 4))
-        T = np.empty((qb.shape[0], cs.k, 4, 4))
-        try:
-            if single.contact_frames_many(fast_model(model).handle, fc.ci, fc.cf, fc.scratch, qb, poses, T) == 0:
-                return T.reshape(lead + (cs.k, 4, 4))
-        except TypeError:  # a read-only argument: the readable path
-            pass
+    compiled = _compiled_kinematics(model, q, cs, base_pose, True, False) if fast else None
+    if compiled is not None:
+        return compiled[0]
     batch = prepare(model, q, base_pose=base_pose)
     zero = np.zeros((batch.q.shape[0], model.nv))
     return batch.restore(_frames(model, batch, zero, cs.body_a, cs.T_a)[0])

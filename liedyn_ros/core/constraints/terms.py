@@ -88,7 +88,8 @@ def constrained_terms(model: Model, q, v, a, constraints, *, tau=None, base_pose
     normal, tangential = contact_forces(cs, lam, frames, up)
     dynamics = core_dynamics if fast else reference  # fast=False: no compiled code at all
     tau_r = dynamics.rnea(model, q, v, a, base_pose=base_pose)
-    A = np.where(cs.row_mask(active)[..., None], constraint_jacobian(model, q, cs, base_pose=base_pose), 0.0)
+    A = np.where(cs.row_mask(active)[..., None], constraint_jacobian(model, q, cs, base_pose=base_pose, fast=fast),
+                 0.0)
     p = passive_mask(model, passive)
     return ConstrainedTerms(tau_r, tau_c, lam, tau_g, lam_g, acc, lam_a, frames, normal, tangential,
                             constraint_wrenches(cs, lam), _residual(A, lam, tau_r, p),

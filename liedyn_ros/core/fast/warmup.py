@@ -29,9 +29,9 @@ __all__ = ["KernelWarmup", "NODE_KERNELS", "CONTACT_KERNELS", "load_cached"]
 # observer adds "observer_one").
 NODE_KERNELS = ("rnea_one", "gravity_one", "hybrid_one")
 # With contacts: the whole contact sample, the general path's constrained rnea and aba (the
-# reference source, flight), the contact frames (flight, the kinematic contact source) and the
-# momentum observer's fit of the contact forces (pipeline.observed).
-CONTACT_KERNELS = ("constrained_terms_one", "constrained_rnea_one", "constrained_aba_one", "contact_frames_many",
+# reference source, flight), the contact frames and Jacobian (flight, the kinematic contact source,
+# foot sensors' forces) and the momentum observer's fit of the contact forces (pipeline.observed).
+CONTACT_KERNELS = ("constrained_terms_one", "constrained_rnea_one", "constrained_aba_one", "contact_kinematics_many",
                    "contact_fit_many")
 
 
