@@ -144,6 +144,35 @@ def test_batched_inputs(name: str) -> None:
             assert_close(outs[key][k], value, rel=1e-9, what=f"{name} {key} sample {k}")
 
 
+@pytest.mark.parametrize("name", ["panda", "talos"])
+def test_threaded_batch_equals_pinocchio(name: str, monkeypatch) -> None:
+    """A batch spread over two threads (fast.threads, as on the benchmark's two cores): every sample's aba,
+    rnea and rnea with a wrench on one link (per sample) equal Pinocchio's."""
+    import numba
+
+    from liedyn_ros.core.fast import threads
+
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 2)
+    monkeypatch.setattr(threads, "_pool", None)
+    t = case(name)
+    rng = np.random.default_rng(11)
+    B = 2 * threads.SAMPLES_PER_THREAD + 5
+    q, v, a = (np.array(x) for x in zip(*[random_state(t.model, rng) for _ in range(B)]))
+    T = np.array([pose_arg(t.model, rng) for _ in range(B)]) if t.model.floating_base else None
+    tau = rng.normal(size=(B, t.model.nv)) * 5
+    link = t.model.body_names[-1]
+    w = rng.normal(size=(B, 6)) * 10
+    got_a = core.aba(t.model, q, v, tau, base_pose=T)
+    got_tau = core.rnea(t.model, q, v, a, base_pose=T)
+    got_wrench = core.rnea(t.model, q, v, a, base_pose=T, f_ext={link: w})
+    assert threads._pool is not None  # the batch was in fact handed to the pool
+    for k in range(B):
+        Tk = None if T is None else T[k]
+        assert_close(got_a[k], pin_aba(t, q[k], v[k], tau[k], Tk), rel=1e-9, what=f"{name} aba sample {k}")
+        assert_close(got_tau[k], pin_rnea(t, q[k], v[k], a[k], Tk), what=f"{name} rnea sample {k}")
+        assert_close(got_wrench[k], pin_rnea(t, q[k], v[k], a[k], Tk, {link: w[k]}), what=f"{name} f_ext {k}")
+
+
 def test_leading_batch_dimensions_are_kept() -> None:
     """q of shape (2, 3, n) gives (2, 3, n) torques and (2, 3, n, n) mass matrices, each sample right."""
     t = case("ur5")
