@@ -3,7 +3,7 @@
 Per call on the Panda, through the plain functions and through a prepared core.Data (taking
 turns with Pinocchio in short bursts, best of many rounds, so that the load of a shared machine
 reaches both alike) and per sample for a batch of 10,000 against Pinocchio's 2-thread
-`rneaInParallel` / `abaInParallel`; then the same for Talos (reduced, floating base; Pinocchio
+`rneaInParallel` / `abaInParallel`, and both on one thread (how each scales); then the same for Talos (reduced, floating base; Pinocchio
 with a free-flyer root). Goals: per call <= 1.5x (<= 1.0x through core.Data), batch <= 1.0x.
 Run: python benchmarks/bench_core.py [--batch N] [--threads T]
 """
@@ -14,6 +14,7 @@ import time
 import timeit
 from typing import Callable
 
+import numba
 import numpy as np
 import pinocchio as pin
 
@@ -156,6 +157,18 @@ def bench_robot(label: str, batch: int, threads: int) -> None:
     for name, ours, theirs in batch_cases:
         times = best_of([ours] + ([theirs] if theirs is not None else []))
         print(row(name, *(t / batch for t in times), *([None] if theirs is None else [])))
+    # The same batches on one thread each: with the rows above, how each side scales with threads.
+    print(f"  batch of {batch}, per sample, 1 thread each")
+    threads_before = numba.config.NUMBA_NUM_THREADS
+    numba.config.NUMBA_NUM_THREADS = 1  # fast.threads.run_batch reads it at every call
+    try:
+        for name, ours, theirs in [
+            ("rnea", batch_cases[0][1], lambda: pin.rneaInParallel(1, pool, Q_pin, V_pin, A_pin, TAU_pin)),
+            ("aba", batch_cases[1][1], lambda: pin.abaInParallel(1, pool, Q_pin, V_pin, tau_pin_batch, TAU_pin)),
+        ]:
+            print(row(name, *(t / batch for t in best_of([ours, theirs], rounds=10))))
+    finally:
+        numba.config.NUMBA_NUM_THREADS = threads_before
 
 
 def main() -> None:
