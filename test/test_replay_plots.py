@@ -34,7 +34,9 @@ def figures(tmp_path_factory):
     block = SimpleNamespace(stamp_ns=stamps, effort=effort, v=qd)
     out = SimpleNamespace(qdd_pred=np.gradient(qd, axis=0) * RATE, tau_ff=tau, tau_g=np.zeros_like(tau))
     ext = np.where(np.isfinite(effort), 0.0, np.nan)
-    rec.add_block(block, out, np.gradient(qd, axis=0) * RATE, None, ext)
+    at_limit = np.zeros((len(t), 2), dtype=bool)
+    at_limit[(t >= 2.1) & (t < 2.2), 0] = True  # j1 held at its URDF limit (a simulator's stop)
+    rec.add_block(block, out, np.gradient(qd, axis=0) * RATE, None, ext, at_limit)
     event = {"start_ns": int(stamps[440]), "end_ns": int(stamps[460]), "joint": "j1", "peak": 12.0, "kind": "limit"}
     with pytest.MonkeyPatch.context() as patch:
         seen = Figures(patch)
@@ -60,7 +62,8 @@ def test_a_spike_at_the_start_of_the_efforts_does_not_set_the_residual_scale(fig
 
 
 def test_the_threshold_and_the_event_kind_are_in_the_legend(figures):
-    assert figures["external_torque.png"].legend == ["estimate", "+-collision threshold", "event: limit"]
+    assert figures["external_torque.png"].legend == ["estimate", "+-collision threshold", "event: limit",
+                                                     "joint at its URDF limit"]
 
 
 def test_an_empty_panel_says_why(figures):
@@ -72,3 +75,36 @@ def test_an_empty_panel_says_why(figures):
 def test_identical_curves_are_said_to_coincide(figures):
     assert figures["torques.png"].texts[0] == []  # 0.3 N m apart
     assert figures["accelerations.png"].texts[0] == ["predicted (ABA) coincides with estimated (Savitzky-Golay)"]
+
+
+def test_a_joint_at_its_limit_is_hatched_and_a_late_start_is_said(figures):
+    """Hatched where j1 sits at its URDF limit on the torque figures (not on the accelerations), in
+    j1's panel only; the efforts that start 0.25 s into the window are said in the title."""
+    for name in ("torques.png", "torque_residuals.png", "external_torque.png"):
+        assert "joint at its URDF limit" in figures[name].legend
+    assert "joint at its URDF limit" not in figures["accelerations.png"].legend
+    assert "nothing before 1.95 s: no measured effort" in figures["torque_residuals.png"].title
+    assert "nothing before" not in figures["torques.png"].title  # the torques start with the window
+
+
+def test_a_base_event_has_its_panel(tmp_path):
+    """With contacts on a floating base the events also watch the force on the base beyond the
+    feet: external_torque.png gets that force's panel with its threshold, so an event on the base
+    is not shaded over joint panels that never cross theirs."""
+    t = np.arange(2000) / RATE
+    stamps = T0_NS + np.round(t * 1e9).astype(np.int64)
+    qd = np.sin(2 * np.pi * t)[:, None] * [1.0, 0.5]
+    push = np.where((t >= 1.0) & (t < 1.2), 40.0, 0.5)
+    rec = PlotRecorder(("j1", "j2"), ("revolute", "revolute"), base_link="base")
+    rec.t0 = T0_NS * 1e-9
+    out = SimpleNamespace(qdd_pred=np.zeros_like(qd), tau_ff=qd, tau_g=np.zeros_like(qd))
+    rec.add_block(SimpleNamespace(stamp_ns=stamps, effort=qd, v=qd), out, np.zeros_like(qd), None, np.zeros_like(qd),
+                  None, push)
+    event = {"start_ns": int(stamps[1000]), "end_ns": int(stamps[1200]), "joint": "base", "peak": 40.0,
+             "kind": "collision"}
+    with pytest.MonkeyPatch.context() as patch:
+        seen = Figures(patch)
+        rec.save(tmp_path, [event], np.array([10.0, 10.0, 15.0]))
+    figure = SimpleNamespace(**seen.seen["external_torque.png"])
+    assert figure.ylabels == ["j1\n[N m]", "j2\n[N m]", "base\n|force beyond the feet|\n[N]"]
+    assert figure.ylims[2][1] > 40.0  # the push is drawn

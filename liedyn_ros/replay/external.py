@@ -39,6 +39,16 @@ if TYPE_CHECKING:
     from .samples import SampleBlock
 
 
+def joints_at_limit(model: Any, q: NDArray[np.float64], v: NDArray[np.float64]) -> NDArray[np.bool_]:
+    """(N, n): each joint at its URDF position limit (within LIMIT_POSITION_MARGIN) or velocity
+    limit (|v| within LIMIT_VELOCITY_SHARE of it); q holds the joints only, v the base twist first."""
+    vj = v[:, model.nv - model.n:]
+    position = (q <= model.lower + LIMIT_POSITION_MARGIN) | (q >= model.upper - LIMIT_POSITION_MARGIN)
+    limited = np.isfinite(urdf_limit(model.velocity_limit))
+    vlim = urdf_limit(model.velocity_limit, 1.0)  # any positive value where it is not used
+    return position | (limited & (np.abs(np.abs(vj) - vlim) <= LIMIT_VELOCITY_SHARE * vlim))
+
+
 @dataclass(frozen=True)
 class ObserverSettings:
     """--observer-gain [1/s], --collision-threshold [N m or N] (one, or one per joint),
@@ -146,16 +156,22 @@ class ExternalTorque:
             self._continuing = bool(measured[-1])
         return out
 
+    @property
+    def thresholds(self) -> NDArray[np.float64]:
+        """The threshold of each coordinate events watch: the joints, then the base's force beyond
+        the contacts on a floating base with contacts (pipeline.observed.event_residual)."""
+        return np.asarray(self._watched, dtype=np.float64)
+
+    def base_force(self) -> NDArray[np.float64] | None:
+        """|force on the base beyond the contacts| (N,) of the last block when events watch it."""
+        if len(self._watched) == self.model.n or self.base_wrench is None:
+            return None
+        return np.linalg.norm(self.base_wrench[:, 3:6], axis=1)
+
     def _count_limits(self, stamps: NDArray[np.int64], q: NDArray[np.float64], v: NDArray[np.float64],
                       done: list[core.Collision], ongoing: core.Collision | None) -> None:
         """Adds the samples of these rows at a joint limit to the start of each event they belong to."""
-        m = self.model
-        qj, vj = q, v[:, m.nv - m.n:]  # q holds the joints only, v the base twist first
-        position = (qj <= m.lower + LIMIT_POSITION_MARGIN) | (qj >= m.upper - LIMIT_POSITION_MARGIN)
-        limited = np.isfinite(urdf_limit(m.velocity_limit))
-        vlim = urdf_limit(m.velocity_limit, 1.0)  # any positive value where it is not used
-        velocity = limited & (np.abs(np.abs(vj) - vlim) <= LIMIT_VELOCITY_SHARE * vlim)
-        at_limit = (position | velocity).any(axis=1)
+        at_limit = joints_at_limit(self.model, q, v).any(axis=1)
         for e in done + ([ongoing] if ongoing is not None else []):
             until = e.start_ns + self._settle_ns()
             if e.end_ns is not None:

@@ -22,6 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .external import LIMIT_MIN_SAMPLES
+from .summary import UNITS
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
 
     from .samples import SampleBlock
 
-SERIES = ("effort", "tau_ff", "tau_g", "qdd_pred", "qdd_est", "tau_ext", "speed")
+SERIES = ("effort", "tau_ff", "tau_g", "qdd_pred", "qdd_est", "tau_ext", "speed", "at_limit")
 CONTACT_SERIES = ("tau_fit", "tau_free")   # per joint, with contacts
 PER_CONTACT = ("normal", "normal_fit", "active")
 MOVING_SHARE = 0.02  # moving: some joint faster than 2% of the recording's top speed
@@ -37,8 +40,10 @@ ZOOM_SHARE = 0.8  # zoom when the motion spans less than this share of the recor
 ZOOM_MARGIN = 0.1  # of the motion's span on each side, at least ZOOM_MIN_MARGIN_S
 ZOOM_MIN_MARGIN_S = 0.2
 END_S = 0.1  # s at each end of a run of values left out of the residual scales (the observer's settling time)
+LATE_SHARE = 0.05  # curves that start later than this share of the window into it: the title says why
 COINCIDE = 0.005  # curves closer than this share of their range look as one (a line's width)
 EVENT_COLOURS = {"collision": "red", "limit": "tab:orange", "command_step": "tab:gray"}
+AT_LIMIT = "joint at its URDF limit"  # hatched per panel on the torque figures: a simulator's stop pushes
 
 
 class PlotRecorder:
@@ -48,7 +53,7 @@ class PlotRecorder:
 
     def __init__(self, joint_names: tuple[str, ...], kinds: tuple[str, ...] = (), points: int = 4000, *,
                  effort_label: str = "measured", gravity: bool = True, contact_links: tuple[str, ...] = (),
-                 constrained: bool = False) -> None:
+                 constrained: bool = False, base_link: str = "") -> None:
         self.joint_names = joint_names
         self.kinds = kinds or ("revolute",) * len(joint_names)
         self.effort_label, self.gravity = effort_label, gravity
@@ -61,19 +66,28 @@ class PlotRecorder:
         self.contact_links = contact_links
         n, k = len(joint_names), len(contact_links)
         self.constrained = constrained or k > 0  # contacts or loops
-        self.series = SERIES + (CONTACT_SERIES if self.constrained else ()) + (PER_CONTACT if k else ())
+        # base_link: a floating base with contacts, whose force beyond the feet is watched for events too
+        self.base_link = base_link
+        self.series = (SERIES + (CONTACT_SERIES if self.constrained else ()) + (PER_CONTACT if k else ())
+                       + (("base_force",) if base_link else ()))
         self.data: dict[str, NDArray[np.float64]] = {
-            name: np.zeros((0, k if name in PER_CONTACT else 1 if name == "speed" else n)) for name in self.series}
+            name: np.zeros((0, k if name in PER_CONTACT else 1 if name in ("speed", "base_force") else n))
+            for name in self.series}
 
     def add_block(self, block: SampleBlock, out: Any, qdd_est: NDArray[np.float64], fit: Any,
-                  tau_ext: NDArray[np.float64]) -> None:
-        """A block's samples, its pipeline.DynamicsOutputs, with contacts its run.ContactFit, and
-        the observer's external torques."""
+                  tau_ext: NDArray[np.float64], at_limit: NDArray[np.bool_] | None = None,
+                  base_force: NDArray[np.float64] | None = None) -> None:
+        """A block's samples, its pipeline.DynamicsOutputs, with contacts its run.ContactFit, the
+        observer's external torques, the joints at their URDF limits (external.joints_at_limit) and,
+        with base_link, the magnitude of the force on the base beyond the feet (N,)."""
         stamps_ns, effort = block.stamp_ns, block.effort
         qdd_pred = out.qdd_pred if out.qdd_pred is not None else np.full_like(qdd_est, np.nan)
         speed = np.abs(block.v[:, block.v.shape[1] - effort.shape[1]:]).max(axis=1, keepdims=True)
         series = dict(effort=effort, tau_ff=out.tau_ff, tau_g=out.tau_g, qdd_pred=qdd_pred, qdd_est=qdd_est,
-                      tau_ext=tau_ext, speed=speed)
+                      tau_ext=tau_ext, speed=speed,
+                      at_limit=np.zeros_like(effort) if at_limit is None else at_limit.astype(np.float64))
+        if self.base_link:
+            series["base_force"] = (np.full(len(effort), np.nan) if base_force is None else base_force)[:, None]
         if fit is not None:
             series |= dict(tau_fit=fit.tau, tau_free=out.tau_free)
         if fit is not None and out.contact_active is not None:
@@ -110,9 +124,15 @@ class PlotRecorder:
         figures = self._contact_figures(out_dir, t) if self.constrained else self._figures(out_dir, t)
         if threshold is None:
             return figures
+        estimate, panels = self.data["tau_ext"], None
+        if self.base_link:  # the events also watch the base: its panel, or they would be shaded without a curve
+            estimate = np.concatenate([estimate, self.data["base_force"]], axis=1)
+            panels = [(name, UNITS[kind][0]) for name, kind in zip(self.joint_names, self.kinds)]
+            panels.append((f"{self.base_link}\n|force beyond the feet|", "N"))
         return figures + [self._figure(out_dir / "external_torque.png", "External torque (momentum observer), "
-                                       "events shaded", t, [("estimate", self.data["tau_ext"])], 0, threshold, spans,
-                                       missing=f"the observer needs a {self.effort_label} effort")]
+                                       "events shaded", t, [("estimate", estimate)], 0, threshold, spans,
+                                       missing=f"the observer needs a {self.effort_label} effort", limits=True,
+                                       panels=panels)]
 
     def _motion_window(self, t: NDArray[np.float64]) -> tuple[float, float, str]:
         """(start, end, title note) of the figures' time axis: where some joint moves faster than
@@ -138,9 +158,10 @@ class PlotRecorder:
             torques.append(("gravity", d["tau_g"]))
         return [
             self._figure(out_dir / "torques.png", f"{effort.capitalize()} effort vs inverse dynamics", t,
-                         torques, 0),
+                         torques, 0, limits=True),
             self._figure(out_dir / "torque_residuals.png", f"Residual: {effort} - RNEA", t,
-                         [("residual", d["effort"] - d["tau_ff"])], 0, robust=True, missing=f"no {effort} effort"),
+                         [("residual", d["effort"] - d["tau_ff"])], 0, robust=True, missing=f"no {effort} effort",
+                         limits=True),
             self._figure(out_dir / "accelerations.png", "Predicted (ABA) vs estimated acceleration", t,
                          [("estimated (Savitzky-Golay)", d["qdd_est"]), ("predicted (ABA)", d["qdd_pred"])], 1,
                          robust=True, missing=f"the prediction needs a {effort} effort"),
@@ -154,11 +175,12 @@ class PlotRecorder:
         return [
             self._figure(out_dir / "torques.png", f"{effort.capitalize()} effort vs contact-consistent torque", t,
                          [(effort, d["effort"]), ("contact-consistent (configured)", d["tau_ff"]),
-                          ("contact-consistent (closest)", d["tau_fit"]), ("unconstrained RNEA", d["tau_free"])], 0),
+                          ("contact-consistent (closest)", d["tau_fit"]), ("unconstrained RNEA", d["tau_free"])], 0,
+                         limits=True),
             self._figure(out_dir / "torque_residuals.png", f"Residual: {effort} - torque", t,
                          [("configured", d["effort"] - d["tau_ff"]), ("closest", d["effort"] - d["tau_fit"]),
                           ("unconstrained", d["effort"] - d["tau_free"])], 0, robust=True,
-                         missing=f"no {effort} effort"),
+                         missing=f"no {effort} effort", limits=True),
             self._figure(out_dir / "accelerations.png", "Predicted (constrained ABA) vs estimated acceleration", t,
                          [("estimated (Savitzky-Golay)", d["qdd_est"]), ("predicted", d["qdd_pred"])], 1,
                          robust=True, missing=f"the prediction needs a {effort} effort"),
@@ -171,10 +193,7 @@ class PlotRecorder:
         k, d = len(self.contact_links), self.data
         fig, axes = plt.subplots(k, 1, sharex=True, figsize=(10, 1.6 * k + 1.4), squeeze=False)
         for i, ax in enumerate(axes[:, 0]):
-            active = d["active"][:, i] > 0.5
-            edges = np.flatnonzero(np.diff(np.concatenate([[0], active.astype(np.int8), [0]])))
-            for start, stop in zip(edges[::2], edges[1::2]):
-                ax.axvspan(t[start], t[min(stop, len(t) - 1)], color="tab:green", alpha=0.15, linewidth=0)
+            _shade(ax, t, d["active"][:, i] > 0.5, color="tab:green", alpha=0.15, linewidth=0)
             ax.plot(t, d["normal"][:, i], label="configured solution", linewidth=0.9)
             ax.plot(t, d["normal_fit"][:, i], label="closest to the measurements", linewidth=0.9, linestyle="--")
             ax.set_ylabel(f"{self.contact_links[i]}\n[N]", fontsize=7)
@@ -193,16 +212,19 @@ class PlotRecorder:
     def _figure(self, path: Path, title: str, t: NDArray[np.float64],
                 curves: list[tuple[str, NDArray[np.float64]]], unit: int,
                 threshold: NDArray[np.float64] | None = None, spans: list[tuple[float, float, str]] | None = None,
-                *, robust: bool = False, missing: str = "") -> Path:
+                *, robust: bool = False, missing: str = "", limits: bool = False,
+                panels: list[tuple[str, str]] | None = None) -> Path:
         """One panel per joint over the motion window; `unit` picks the torque (0) or acceleration
         (1) units of UNITS; `threshold` (n,) is drawn dashed at +-threshold, `spans` (start, end,
         kind) [s] shaded; `robust`: scales without the ends of runs; `missing`: why a curve can
-        be empty."""
+        be empty; `limits`: hatch where the panel's joint sits at its URDF limit (a simulator's
+        stop adds a torque the model does not have); `panels`: (label, unit) of each panel when
+        they are not the joints (the joints then a floating base)."""
         import matplotlib.pyplot as plt
 
-        from .summary import UNITS
-
-        n = len(self.joint_names)
+        if panels is None:
+            panels = [(name, UNITS[kind][unit]) for name, kind in zip(self.joint_names, self.kinds)]
+        n = len(panels)
         start, end, note = self._window
         inside = (t >= start) & (t <= end)
         fig, axes = plt.subplots(n, 1, sharex=True, figsize=(10, 1.6 * n + 1.4), squeeze=False)
@@ -226,35 +248,58 @@ class PlotRecorder:
                 notes.append(("nothing to show" if len(empty) == len(curves) else "no " + ", ".join(empty))
                              + (f": {missing}" if missing else ""))
             if threshold is not None:
-                for sign in (1, -1):
+                for sign in (1, -1) if j < len(self.joint_names) else (1,):  # the base's panel: a magnitude
                     ax.axhline(sign * threshold[j], color="red", linestyle="--", linewidth=0.7,
                                label="+-collision threshold" if sign > 0 else None)
             for a, b, kind in spans or []:
                 ax.axvspan(a, b, color=EVENT_COLOURS.get(kind, "red"), alpha=0.2, label=f"event: {kind}")
+            if limits and j < len(self.joint_names):
+                # held there (LIMIT_MIN_SAMPLES in a row, the events' rule), not a motion passing its speed
+                _shade(ax, t, self.data["at_limit"][:, j] > 0.5, AT_LIMIT, LIMIT_MIN_SAMPLES, facecolor="none",
+                       edgecolor="tab:purple", hatch="////", linewidth=0, alpha=0.5)
             if robust:
                 clipped |= _robust_limits(ax, t, [v[:, j] for _, v in curves], inside)
             if notes:
                 # just above the panel: a note must not cover a curve either
                 ax.text(0.0, 1.01, "; ".join(notes), transform=ax.transAxes, fontsize=7, va="bottom")
-            ax.set_ylabel(f"{self.joint_names[j]}\n[{UNITS[self.kinds[j]][unit]}]", fontsize=7)
+            ax.set_ylabel(f"{panels[j][0]}\n[{panels[j][1]}]", fontsize=7)
             ax.grid(True, alpha=0.3)
-        # Curves that start late (commands, predictions) must not move their panel's time axis.
+        # Curves that start late (commands, predictions) must not move their panel's time axis; the
+        # empty start of the window is said, not left to guess.
         axes[0, 0].set_xlim(start, end)
         axes[-1, 0].set_xlabel("time since the first joint state [s]")
+        shown = inside & np.logical_or.reduce([np.isfinite(v).any(axis=1) for _, v in curves])
+        late = missing and shown.any() and t[shown][0] > start + LATE_SHARE * (end - start)
+        # The title hangs from the top and the legend below its last line, in inches: on a tall figure
+        # (twelve joints) a share of the height would put them on top of each other.
+        height = fig.get_figheight()
         fig.suptitle(title + note + (f"\nscales without the first and last {END_S * 1e3:.0f} ms of each run: "
-                                     "spikes there are clipped" if clipped else ""))
+                                     "spikes there are clipped" if clipped else "")
+                     + (f"\nnothing before {t[shown][0]:.2f} s: {missing}" if late else ""),
+                     y=1.0 - 0.1 / height, va="top")
         # One legend above the panels: it never covers a curve, and names them for every panel.
         legend: dict[str, Any] = {}
         for ax in axes[:, 0]:
             for handle, label in zip(*ax.get_legend_handles_labels()):
                 legend.setdefault(label, handle)
-        top = 0.45 + (0.25 if clipped or note else 0.0)
+        top = 0.2 + 0.25 * (1 + clipped + bool(late))
         fig.legend(legend.values(), legend.keys(), loc="upper center", ncol=min(len(legend), 5), fontsize=8,
-                   frameon=False, bbox_to_anchor=(0.5, 1.0 - top / fig.get_figheight()))
-        fig.tight_layout(rect=(0, 0, 1, 1.0 - (top + 0.15 + 0.2 * (len(legend) > 5)) / fig.get_figheight()))
+                   frameon=False, bbox_to_anchor=(0.5, 1.0 - top / height))
+        fig.tight_layout(rect=(0, 0, 1, 1.0 - (top + 0.3 + 0.2 * (len(legend) > 5)) / height))
         fig.savefig(path, dpi=90)
         plt.close(fig)
         return path
+
+
+def _shade(ax: Any, t: NDArray[np.float64], mask: NDArray[np.bool_], label: str | None = None, min_run: int = 1,
+           **style: Any) -> None:
+    """Shades each run of at least `min_run` samples where `mask` holds (one legend entry for all)."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))
+    for start, stop in zip(edges[::2], edges[1::2]):
+        if stop - start < min_run:
+            continue
+        ax.axvspan(t[start], t[min(stop, len(t) - 1)], label=label, **style)
+        label = None
 
 
 def _gaps(t: NDArray[np.float64]) -> NDArray[np.intp]:

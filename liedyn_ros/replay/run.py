@@ -34,7 +34,7 @@ from .accel import SavgolSettings, StreamingDifferentiator
 from .bagio import BagSet
 from . import outdir
 from .errors import ReplayError
-from .external import ExternalTorque, ObserverSettings
+from .external import ExternalTorque, ObserverSettings, joints_at_limit
 from .identify import FIT_ALL, MIN_SPEED, VALIDATE_ALL, Identifier, parse_targets, survey
 from .outputs import OutputWriter
 from .plots import PlotRecorder
@@ -265,8 +265,10 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         constrained = contacts is not None or loops is not None
         observing = config.external_torque_observer  # false: no external torque, no collision events (as live)
         summary = ResidualSummary(names, kinds, contact_links=links, constrained=constrained, observer=observing)
+        watches_base = observing and contacts is not None and model.floating_base  # events watch its force too
         recorder = PlotRecorder(names, kinds, effort_label="commanded" if topics.effort else "measured",
-                                gravity=bool(np.any(model.gravity)), contact_links=links, constrained=constrained)
+                                gravity=bool(np.any(model.gravity)), contact_links=links, constrained=constrained,
+                                base_link=(config.base_link or str(model.root_link)) if watches_base else "")
         armature = None if dyn.drive is None else dyn.drive.armature
         external = ExternalTorque(model, _observer(config), dyn.friction, armature, _contact_observer(config, contacts),
                                   config.external_force_threshold, config.base_link or str(model.root_link)
@@ -282,7 +284,7 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
                     + diagnose.effort_warnings(summary, bags, topics, model, config.passive_joints))
         skipped_types = bags.undecodable()
         salvage = bags.salvage()
-    threshold = None if external is None else external.threshold
+    threshold = None if external is None else external.thresholds
     files = [str(p) for p in recorder.save(options.out, summary.collisions, threshold)] if options.plots else []
     identification = None
     if identifier is not None and options.identify_role == "split":
@@ -382,7 +384,9 @@ def _stream(stream: SampleStream, options: ReplayOptions, dynamics: BlockDynamic
             n = dynamics.model.n
             writer.write(block, result.outputs, accel, result.fit, tau_ext)
             summary.add_block(block.effort, result.outputs, accel[:, -n:], result.fit, tau_ext)
-            recorder.add_block(block, result.outputs, accel[:, -n:], result.fit, tau_ext)
+            recorder.add_block(block, result.outputs, accel[:, -n:], result.fit, tau_ext,
+                               joints_at_limit(dynamics.model, block.q, block.v),
+                               None if external is None else external.base_force())
             clues.add(block, result.outputs)
             if identifier is not None:
                 identifier.add(block, accel)
