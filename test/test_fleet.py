@@ -6,11 +6,17 @@ in a real headless browser."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
 import re
 import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +26,7 @@ duckdb = pytest.importorskip("duckdb")
 pytest.importorskip("distributed")
 pytest.importorskip("pyarrow")
 pytest.importorskip("plotly")
+psutil = pytest.importorskip("psutil")  # distributed's own dependency
 
 from distributed import LocalCluster  # noqa: E402
 
@@ -193,6 +200,29 @@ def test_a_mislabelled_payload_is_flagged():
     assert [(f["robot"], f["joint"], f["value"], f["reference"]) for f in flags] == [("r2", "tool0", 4.95, 2.0)]
 
 
+def test_the_symptoms_of_a_mislabelled_payload_name_it():
+    """A robot's residual and collision outliers are explained by its payload mismatch; another
+    robot's outlier, and the payload robot's friction drift, are not."""
+    rows = (period_rows("r1", "j1", [1.0] * 5, payload=2.02, label=2.0)
+            + period_rows("r2", "j1", [1.0] * 5, payload=4.95, label=2.0)
+            + period_rows("r3", "j1", [1.0] * 5, payload=2.0, label=2.0))
+    rows += period_rows("r2", "j3", [1.0, 1.0, 1.0, 2.0, 2.0])  # drifting
+    start = {f"b{r}": r for r in range(3)}
+    bags = [{"bag": b, "status": "ok", "start_ns": s * DAY_NS, "end_ns": s * DAY_NS + 3.6e12} for b, s in start.items()]
+    # residual RMS of j1 and j2: r2's far above r1's and r3's on both, and r3's j2 far above too
+    stats = [{"bag": f"b{r}", "robot": f"r{r + 1}", "joint": joint, "torque_residual_rms": rms, "collisions": c}
+             for r, (joint, rms, c) in enumerate([("j1", 0.1, 0), ("j1", 3.0, 50), ("j1", 0.11, 0)])]
+    stats += [{"bag": "b0", "robot": "r1", "joint": "j2", "torque_residual_rms": 0.1, "collisions": 0},
+              {"bag": "b1", "robot": "r2", "joint": "j2", "torque_residual_rms": 0.1, "collisions": 0},
+              {"bag": "b2", "robot": "r3", "joint": "j2", "torque_residual_rms": 5.0, "collisions": 0},
+              {"bag": "b0", "robot": "r4", "joint": "j2", "torque_residual_rms": 0.1, "collisions": 0}]
+    flags = {(f["robot"], f["joint"], f["kind"]): f["explained_by"] for f in analysis.flags(bags, stats, rows)}
+    assert flags == {("r2", "tool0", "payload_mismatch"): None, ("r2", "j3", "friction_drift"): None,
+                     ("r2", "j1", "residual_outlier"): "payload_mismatch",
+                     ("r2", "j1", "collision_outlier"): "payload_mismatch",
+                     ("r3", "j2", "residual_outlier"): None}
+
+
 def docs_sql() -> dict[str, str]:
     """docs/fleet.md's SQL blocks, by the question in the comment that opens each."""
     blocks = re.findall(r"```sql\n(.*?)```", DOCS.read_text(), flags=re.S)
@@ -221,6 +251,63 @@ def test_a_rerun_replays_only_new_or_changed_bags(fleet, capsys):
     # the pooled fits of unchanged bags are kept, not solved again
     assert pooled == {str(p): p.stat().st_mtime_ns for p in out.glob("identified/*/*/pool.json")}
     assert query(out, "SELECT count(*) FROM identification WHERE status = 'ok'") == [(24,)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def group_members(pgid: int, grace_s: float = 20.0) -> list[str]:
+    """The command lines of the processes still in group `pgid` once `grace_s` has passed (a
+    nanny's worker process and multiprocessing's resource tracker end shortly after it)."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        members = [" ".join(p.info["cmdline"] or [])[:120] for p in psutil.process_iter(["cmdline", "status"])
+                   if _pgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE]
+        if not members or time.monotonic() > deadline:
+            return members
+        time.sleep(0.2)
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def test_a_cluster_of_separate_processes_gives_the_local_clusters_numbers(fleet, tmp_path):
+    """`dask scheduler` and `dask worker` started as a user would (the environment's `dask`
+    command, each its own process group), liedyn-fleet --scheduler on robot_a's bags: the same
+    rows as the local cluster's run; afterwards no process of either group is left."""
+    bags, out = fleet
+    dask = Path(sys.executable).with_name("dask")
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    commands = [[str(dask), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                [str(dask), "worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard"]]
+    procs = [subprocess.Popen(c, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for c in commands]
+    try:
+        assert main([str(bags[("robot_a", 0, 0)].parent), "--out", str(tmp_path / "out"), "--scheduler", address,
+                     *OPTIONS, *IDENTIFY]) == 0
+    finally:
+        for proc in reversed(procs):  # the worker (its nanny ends its worker process), then the scheduler
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+    left = {proc.args[1]: group_members(proc.pid) for proc in procs}
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert left == {"scheduler": [], "worker": []}
+    stats = ("SELECT bag, joint, torque_residual_rms, torque_residual_max_abs, collisions FROM joint_stats "
+             "WHERE robot = 'robot_a' ORDER BY bag, joint")
+    rows = "SELECT bag, start_ns, end_ns, samples, status FROM bags WHERE robot = 'robot_a' ORDER BY bag"
+    fits = "SELECT period, joint, coulomb, viscous FROM identification WHERE robot = 'robot_a' ORDER BY period, joint"
+    for sql in (stats, rows, fits):
+        assert query(tmp_path / "out", sql) == query(out, sql) != []
 
 
 def test_a_bag_is_replayed_again_when_its_content_changes_not_its_mtime(tmp_path, capsys):

@@ -78,8 +78,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(f"{run.bags} bags: {run.replayed} replayed ({run.failed} failed), {run.bags - run.replayed} unchanged, "
           f"in {run.elapsed_s:.1f} s; store {args.out / 'fleet.duckdb'}")
-    for flag in run.flags:
-        print(f"flag {flag['kind']}: {flag['robot']} {flag['joint']}: {flag['detail']}")
+    for flag in run.flags:  # the flags a cause explains under it
+        if flag["explained_by"] is None:
+            print(f"flag {flag['kind']}: {flag['robot']} {flag['joint']}: {flag['detail']}")
+            for symptom in run.flags:
+                if symptom["robot"] == flag["robot"] and symptom["explained_by"] == flag["kind"]:
+                    print(f"  explains {symptom['kind']}: {symptom['joint']}: {symptom['detail']}")
     return 0
 
 
@@ -97,13 +101,17 @@ def run_fleet(entries: Sequence[BagEntry], out: Path, options: ReplayOptions, sc
             for task, rows in _replayed(client, todo, progress):
                 store.write_bag(out, task.name, rows.bag, rows.joints)
                 failed += rows.bag["status"] == "error"
-    bags = store.read_table(out, "bags").to_pylist()
-    store.write_table(out, "identification", identification.pooled(out, bags, period))
-    flags = analysis.flags(bags, *(store.read_table(out, t).to_pylist() for t in ("joint_stats", "identification")))
-    store.write_table(out, "flags", flags)
-    store.build_duckdb(out)
-    write_report(out, {table: store.read_table(out, table).to_pylist() for table in store.SCHEMAS})
-    return FleetRun(len(tasks), len(todo), failed, flags, time.perf_counter() - started)
+    # The per-bag tables are one Parquet file per bag: read once, then the analysis, fleet.duckdb
+    # and the report all take these tables (reading them for each was 3 x 2 files per bag).
+    tables = {table: store.read_table(out, table) for table in store.PER_BAG}
+    bags = tables["bags"].to_pylist()
+    tables["identification"] = store.write_table(out, "identification", identification.pooled(out, bags, period))
+    tables["flags"] = store.write_table(out, "flags", analysis.flags(
+        bags, tables["joint_stats"].to_pylist(), tables["identification"].to_pylist()))
+    store.build_duckdb(out, tables)
+    rows = {table: tables[table].to_pylist() for table in store.SCHEMAS}
+    write_report(out, rows)
+    return FleetRun(len(tasks), len(todo), failed, rows["flags"], time.perf_counter() - started)
 
 
 @contextmanager

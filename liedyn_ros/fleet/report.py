@@ -94,9 +94,9 @@ def _flag_table(out: Path, flags: Sequence[dict[str, Any]], bags: Sequence[dict[
         first = next((b for b in ok if b["robot"] == f["robot"] and b["start_ns"] >= (f["since_ns"] or 0)), None)
         rows.append([html.escape(f["robot"]), html.escape(f["joint"]), html.escape(f["kind"]), _num(f["value"]),
                      _num(f["reference"]), _num(f["z"]), _date(f["since_ns"]), html.escape(f["detail"] or ""),
-                     _bag_link(out, first) if first else ""])
+                     html.escape(f["explained_by"] or ""), _bag_link(out, first) if first else ""])
     return _table("flags", ["robot", "joint", "kind", "value", "reference", "z", "since (UTC)", "detail",
-                            "per-bag plots"], rows, "No flags.")
+                            "explained by", "per-bag plots"], rows, "No flags.")
 
 
 def _damaged_table(out: Path, bags: Sequence[dict[str, Any]]) -> str:

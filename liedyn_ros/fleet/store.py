@@ -10,7 +10,7 @@ whole analysis, rewritten each run (the pooled fits from the bags' kept normal e
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import duckdb
 import pyarrow as pa
@@ -42,6 +42,7 @@ SCHEMAS = {
         ("robot", pa.string()), ("joint", pa.string()), ("kind", pa.string()), ("value", pa.float64()),
         ("fleet_median", pa.float64()), ("z", pa.float64()), ("since_ns", pa.int64()),
         ("reference", pa.float64()), ("detail", pa.string()),
+        ("explained_by", pa.string()),  # the kind of the same robot's flag that explains this one (analysis.EXPLAINS)
     ]),
 }
 PER_BAG = ("bags", "joint_stats")
@@ -59,9 +60,12 @@ def write_bag(out: Path, name: str, bag: dict[str, Any], joints: Sequence[dict[s
         pq.write_table(pa.Table.from_pylist(list(rows), schema=SCHEMAS[table]), folder / f"{name}.parquet")
 
 
-def write_table(out: Path, table: str, rows: Sequence[dict[str, Any]]) -> None:
+def write_table(out: Path, table: str, rows: Sequence[dict[str, Any]]) -> pa.Table:
+    """A whole-fleet table (not per bag) written anew; returns it as written."""
     parquet_dir(out).mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(list(rows), schema=SCHEMAS[table]), parquet_dir(out) / f"{table}.parquet")
+    written = pa.Table.from_pylist(list(rows), schema=SCHEMAS[table])
+    pq.write_table(written, parquet_dir(out) / f"{table}.parquet")
+    return written
 
 
 def read_table(out: Path, table: str) -> pa.Table:
@@ -78,15 +82,15 @@ def stored_keys(out: Path) -> dict[str, str]:
     return dict(zip(bags.column("bag").to_pylist(), bags.column("key").to_pylist()))
 
 
-def build_duckdb(out: Path) -> Path:
-    """DIR/fleet.duckdb made anew from the Parquet dataset (a copy, so it is queried without
-    pyarrow and without the Parquet files)."""
+def build_duckdb(out: Path, tables: Mapping[str, pa.Table]) -> Path:
+    """DIR/fleet.duckdb made anew from the tables of the Parquet dataset as read or written (a
+    copy, so it is queried without pyarrow and without the Parquet files)."""
     path = out / "fleet.duckdb"
     tmp = path.with_suffix(".duckdb.tmp")
     tmp.unlink(missing_ok=True)
     with duckdb.connect(str(tmp)) as con:
         for table in SCHEMAS:
-            con.register("incoming", read_table(out, table))
+            con.register("incoming", tables[table])
             con.execute(f"CREATE TABLE {table} AS SELECT * FROM incoming")
             con.unregister("incoming")
     tmp.replace(path)  # readers never see a half-built file
