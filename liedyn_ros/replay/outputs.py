@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
 import numpy as np
-from rosbags.typesys import Stores, get_typestore
+from rosbags.typesys import Stores
 
 from liedyn_ros import pipeline
 
+from .bagio import standard_typestore
 from .csvfmt import format_rows
 from .mcapblock import BlockWriter
 
@@ -110,7 +111,7 @@ class OutputWriter:
 
     def __init__(self, out_dir: Path, model: Any, config: pipeline.PipelineConfig) -> None:
         self.out_dir = out_dir
-        self.typestore = get_typestore(Stores.ROS2_HUMBLE)
+        self.typestore = standard_typestore(Stores.ROS2_HUMBLE)
         self.factory = pipeline.OutputMessageFactory(
             pipeline.MessageClasses.from_typestore(self.typestore), model, config
         )
