@@ -45,8 +45,8 @@ def serialize_message(msg: Any) -> bytes:
     return bytes(TYPESTORE.serialize_cdr(_numpy_fields(msg), msg.__msgtype__))
 
 
-def deserialize_message(data: bytes, kind: Any) -> Any:
-    return TYPESTORE.deserialize_cdr(data, kind.__msgtype__)
+def deserialize_message(serialized_message: bytes, message_type: Any) -> Any:
+    return TYPESTORE.deserialize_cdr(serialized_message, message_type.__msgtype__)
 
 
 def _numpy_fields(value: Any) -> Any:
