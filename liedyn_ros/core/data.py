@@ -17,7 +17,6 @@ from . import dynamics
 from .checks import check_model
 from .constraints import forward
 from .constraints.description import constraint_set
-from .dynamics import one_link
 from .fast import OK, fast_model
 from .fast.entry import single
 from .model import Model
@@ -57,7 +56,7 @@ class Data:
         self.M, self.C = np.zeros((nv, nv)), np.zeros((nv, nv))
         self._handle, self._fixed, self._identity, self._free = fm.handle, fm.fixed, fm.identity, fm.free
         self._scratch = np.zeros(nv)  # aba's tau, which its kernel writes too
-        self._link_rows = fm.links  # a wrench on one link: its row for the one-link kernels (dynamics.one_link)
+        self._link_rows = fm.links  # a wrench on one link: its row for the one-link kernels
         # wrenches on several links, in body frames: the links of the last f_ext and the rows they write (_wrenches)
         self._f_body, self._f_base = np.zeros((1, model.nb, 6)), np.zeros((1, 6))
         self._links, self._plan = None, []
@@ -73,9 +72,11 @@ class Data:
                 if f_ext is None:
                     if single.rnea_one(self._handle, q, v, a, T, self.tau) == OK:
                         return self.tau
-                elif (one := one_link(self._link_rows, f_ext)) is not None:
-                    if single.rnea_link_one(self._handle, q, v, a, T, *one, self.tau) == OK:
-                        return self.tau
+                elif type(f_ext) is dict and len(f_ext) == 1:  # one link (core.dynamics' one-link branch)
+                    for link, w in f_ext.items():
+                        if single.rnea_link_one(self._handle, q, v, a, T, w, self._link_rows.get(link, -1),
+                                                self.tau) == OK:
+                            return self.tau
                 elif self._wrenches(f_ext) and single.rnea_wrench_one(self._handle, q, v, a, T, self._f_body,
                                                                       self._f_base, self.tau) == OK:
                     return self.tau
@@ -91,10 +92,11 @@ class Data:
                 if f_ext is None:
                     if single.hybrid_one(self._handle, q, v, tau, self._free, T, self._scratch, self.a) == OK:
                         return self.a
-                elif (one := one_link(self._link_rows, f_ext)) is not None:
-                    if single.hybrid_link_one(self._handle, q, v, tau, self._free, T, *one, self._scratch,
-                                              self.a) == OK:
-                        return self.a
+                elif type(f_ext) is dict and len(f_ext) == 1:
+                    for link, w in f_ext.items():
+                        if single.hybrid_link_one(self._handle, q, v, tau, self._free, T, w,
+                                                  self._link_rows.get(link, -1), self._scratch, self.a) == OK:
+                            return self.a
                 elif self._wrenches(f_ext) and single.hybrid_wrench_one(
                         self._handle, q, v, tau, self._free, T, self._f_body, self._f_base, self._scratch,
                         self.a) == OK:
@@ -147,9 +149,11 @@ class Data:
                 if f_ext is None:
                     if single.hybrid_one(self._handle, q, v, a_or_tau, mask, T, self.tau, self.a) == OK:
                         return self.tau, self.a
-                elif (one := one_link(self._link_rows, f_ext)) is not None:
-                    if single.hybrid_link_one(self._handle, q, v, a_or_tau, mask, T, *one, self.tau, self.a) == OK:
-                        return self.tau, self.a
+                elif type(f_ext) is dict and len(f_ext) == 1:
+                    for link, w in f_ext.items():
+                        if single.hybrid_link_one(self._handle, q, v, a_or_tau, mask, T, w,
+                                                  self._link_rows.get(link, -1), self.tau, self.a) == OK:
+                            return self.tau, self.a
                 elif self._wrenches(f_ext) and single.hybrid_wrench_one(
                         self._handle, q, v, a_or_tau, mask, T, self._f_body, self._f_base, self.tau,
                         self.a) == OK:

@@ -3,7 +3,8 @@
 A single sample of float64 vectors (with external wrenches, if any, as (6,) arrays) goes
 straight to a `*_one` kernel, which checks lengths, NaN and the pose itself (a few hundred
 nanoseconds instead of numpy's microseconds); a wrench on one link goes to a `*_link_one`
-kernel with the link's row in the model's link table, which maps it to its body itself. Anything else (lists, batches, other dtypes)
+kernel with the link's row in the model's link table (FastModel.links; -1, which the kernel
+refuses, for an unknown link), which maps it to its body itself. Anything else (lists, batches, other dtypes)
 takes the general path: `checks.prepare` validates and flattens it, a `*_many` kernel computes
 it (over threads for a large batch, fast.threads). Lists and batches are sent there before the
 kernel is tried, since a dispatcher that refuses its arguments (other dtypes, read-only arrays:
@@ -38,16 +39,6 @@ def _forces(fm: FastModel, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
     if batch.f_body is None:
         return fm.no_body_force, fm.no_base_force
     return batch.f_body, batch.f_base
-
-
-def one_link(links: dict[str, int], f_ext) -> tuple[object, int] | None:
-    """(wrench, the link's row in FastModel.links) of an f_ext of one known link, for the one-link
-    kernels (rnea_link_one, hybrid_link_one), which check the wrench; None for any other f_ext."""
-    if type(f_ext) is dict and len(f_ext) == 1:
-        for link, w in f_ext.items():
-            k = links.get(link)
-            return None if k is None else (w, k)
-    return None
 
 
 def _sample_wrenches(model: Model, f_ext) -> tuple[np.ndarray, np.ndarray] | None:
@@ -95,9 +86,10 @@ def rnea(model: Model, q, v, a, *, base_pose=None, f_ext=None) -> np.ndarray:
             if f_ext is None:
                 if single.rnea_one(fm.handle, q, v, a, T, out) == OK:
                     return out
-            elif (one := one_link(fm.links, f_ext)) is not None:
-                if single.rnea_link_one(fm.handle, q, v, a, T, *one, out) == OK:
-                    return out
+            elif type(f_ext) is dict and len(f_ext) == 1:  # one link: the row -1 of an unknown one is refused
+                for link, w in f_ext.items():
+                    if single.rnea_link_one(fm.handle, q, v, a, T, w, fm.links.get(link, -1), out) == OK:
+                        return out
             elif (wrenches := _sample_wrenches(model, f_ext)) is not None:
                 if single.rnea_wrench_one(fm.handle, q, v, a, T, *wrenches, out) == OK:
                     return out
@@ -195,9 +187,11 @@ def hybrid(model: Model, q, v, a_or_tau, prescribed, *, base_pose=None, f_ext=No
             if f_ext is None:
                 if single.hybrid_one(fm.handle, q, v, a_or_tau, mask, T, tau, a) == OK:
                     return tau, a
-            elif (one := one_link(fm.links, f_ext)) is not None:
-                if single.hybrid_link_one(fm.handle, q, v, a_or_tau, mask, T, *one, tau, a) == OK:
-                    return tau, a
+            elif type(f_ext) is dict and len(f_ext) == 1:
+                for link, w in f_ext.items():
+                    if single.hybrid_link_one(fm.handle, q, v, a_or_tau, mask, T, w, fm.links.get(link, -1), tau,
+                                              a) == OK:
+                        return tau, a
             elif (wrenches := _sample_wrenches(model, f_ext)) is not None:
                 if single.hybrid_wrench_one(fm.handle, q, v, a_or_tau, mask, T, *wrenches, tau, a) == OK:
                     return tau, a
@@ -226,9 +220,11 @@ def aba(model: Model, q, v, tau, *, base_pose=None, f_ext=None) -> np.ndarray:
             if f_ext is None:
                 if single.hybrid_one(fm.handle, q, v, tau, fm.free, T, tau_out, a) == OK:
                     return a
-            elif (one := one_link(fm.links, f_ext)) is not None:
-                if single.hybrid_link_one(fm.handle, q, v, tau, fm.free, T, *one, tau_out, a) == OK:
-                    return a
+            elif type(f_ext) is dict and len(f_ext) == 1:
+                for link, w in f_ext.items():
+                    if single.hybrid_link_one(fm.handle, q, v, tau, fm.free, T, w, fm.links.get(link, -1), tau_out,
+                                              a) == OK:
+                        return a
             elif (wrenches := _sample_wrenches(model, f_ext)) is not None:
                 if single.hybrid_wrench_one(fm.handle, q, v, tau, fm.free, T, *wrenches, tau_out, a) == OK:
                     return a
