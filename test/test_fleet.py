@@ -223,6 +223,17 @@ def test_the_symptoms_of_a_mislabelled_payload_name_it():
                      ("r3", "j2", "residual_outlier"): None}
 
 
+def test_a_drifting_joints_friction_outlier_names_the_drift():
+    """A joint whose friction drifted above the fleet's is a friction outlier because of it; a
+    joint whose friction was high from the start is an outlier of its own."""
+    rows = [row for r, c in (("r1", 1.0), ("r2", 1.02), ("r3", 0.98)) for row in period_rows(r, "j1", [c] * 7)]
+    rows += period_rows("r4", "j1", [1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0])  # drifted: +100 % from day 3
+    rows += period_rows("r5", "j1", [2.0] * 7)  # high all along
+    flags = {(f["robot"], f["kind"]): f["explained_by"] for f in analysis.flags([], [], rows)}
+    assert flags == {("r4", "friction_drift"): None, ("r4", "friction_outlier"): "friction_drift",
+                     ("r5", "friction_outlier"): None}
+
+
 def docs_sql() -> dict[str, str]:
     """docs/fleet.md's SQL blocks, by the question in the comment that opens each."""
     blocks = re.findall(r"```sql\n(.*?)```", DOCS.read_text(), flags=re.S)

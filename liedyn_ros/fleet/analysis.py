@@ -26,11 +26,6 @@ DRIFT, DRIFT_FLOOR, BASELINE, PERSIST = 0.2, 0.05, 3, 2
 PAYLOAD_TOLERANCE, PAYLOAD_FLOOR = 0.2, 0.2
 FRICTION_SCALE = 0.02  # N m or N: friction_outlier's smallest scale (3.5 x: 0.07 above the median)
 COLLISION_SCALE = 1.0  # events per hour: collision_outlier's smallest scale
-# A cause and the symptoms it explains on the same robot: a payload heavier or lighter than the
-# model's label is residual torque on every joint that carries it, and external torque to the
-# observer (collision events), which the fleet's outliers would report again as if unrelated.
-EXPLAINS = {"payload_mismatch": ("residual_outlier", "collision_outlier")}
-
 Key = tuple[str, str]  # (robot, joint)
 
 
@@ -156,14 +151,28 @@ def payload_mismatch(identification: Sequence[dict[str, Any]]) -> list[dict[str,
     return flags
 
 
+def explains(cause: Mapping[str, Any], flag: Mapping[str, Any]) -> bool:
+    """Whether flag `cause` explains `flag`, a symptom of it. A payload off its label is residual
+    torque on every joint that carries it and external torque to the observer (collision events):
+    the robot's residual and collision outliers (per robot: which joints carry a payload depends
+    on the robot, an arm's joints up to its link, a quadruped's stance legs for its trunk). A
+    joint's friction drift puts its friction (the median over periods) above the fleet's: that
+    joint's friction outlier, unless its baseline was above the fleet's limit already."""
+    if cause["robot"] != flag["robot"]:
+        return False
+    if cause["kind"] == "payload_mismatch":
+        return flag["kind"] in ("residual_outlier", "collision_outlier")
+    if cause["kind"] == "friction_drift" and flag["kind"] == "friction_outlier" and cause["joint"] == flag["joint"]:
+        scale = (flag["value"] - flag["fleet_median"]) / flag["z"]
+        return (cause["reference"] - flag["fleet_median"]) / scale <= Z_LIMIT
+    return False
+
+
 def explained(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows, each with `explained_by`: the kind of the same robot's flag that explains it
-    (EXPLAINS), else None. Per robot, not per joint: which joints carry a payload depends on the
-    robot (an arm's joints up to its link, a quadruped's stance legs for its trunk)."""
-    causes = {(f["robot"], f["kind"]) for f in rows if f["kind"] in EXPLAINS}
-    return [f | {"explained_by": next((cause for cause, symptoms in EXPLAINS.items()
-                                       if f["kind"] in symptoms and (f["robot"], cause) in causes), None)}
-            for f in rows]
+    (`explains`), else None."""
+    causes = [f for f in rows if f["kind"] in ("payload_mismatch", "friction_drift")]
+    return [f | {"explained_by": next((c["kind"] for c in causes if explains(c, f)), None)} for f in rows]
 
 
 def flags(bags: Sequence[dict[str, Any]], joint_stats: Sequence[dict[str, Any]],

@@ -42,7 +42,7 @@ SCHEMAS = {
         ("robot", pa.string()), ("joint", pa.string()), ("kind", pa.string()), ("value", pa.float64()),
         ("fleet_median", pa.float64()), ("z", pa.float64()), ("since_ns", pa.int64()),
         ("reference", pa.float64()), ("detail", pa.string()),
-        ("explained_by", pa.string()),  # the kind of the same robot's flag that explains this one (analysis.EXPLAINS)
+        ("explained_by", pa.string()),  # the kind of the same robot's flag that explains this one (analysis.explains)
     ]),
 }
 PER_BAG = ("bags", "joint_stats")
