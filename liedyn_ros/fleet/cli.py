@@ -117,8 +117,8 @@ def run_fleet(entries: Sequence[BagEntry], out: Path, options: ReplayOptions, sc
 
 # Dask's periodic work goes on however fast the bags go: system monitors every 0.5 s, event-loop
 # checks every 20 ms, the workers' profiler sampling every 10 ms. An idle local cluster of 2
-# workers took 0.11 of a core with the defaults (0.03 s of CPU per 3 s bag at load 18), 0.04
-# with these rates (measured together with the profiler off); the dashboard keeps its views.
+# workers took 0.115 of a core with the defaults (0.03 s of CPU per 3 s bag at load 18), 0.040
+# with these rates; the dashboard keeps its views.
 QUIET = {"distributed.admin.system-monitor.interval": "2s", "distributed.admin.tick.interval": "200ms",
          "distributed.worker.profile.interval": "100ms"}
 
