@@ -201,13 +201,13 @@ def test_prepare_kernels_runs_the_contact_path_and_the_observer(solo, monkeypatc
     first sample with efforts held the node for seconds, minutes on a cold cache): the contact
     path with every contact down (the compiled sample, and the general path that takes the samples it
     declines) and the observer's step run once here, and leave no state."""
-    from liedyn_ros.pipeline import routes
+    from liedyn_ros.pipeline.routes import ContactRoute
 
     model = solo[0]
     calls: list[str] = []
-    real_contact, real_update = routes.compute_contact_outputs, core.MomentumObserver.update
-    monkeypatch.setattr(routes, "compute_contact_outputs", lambda *a, **k: calls.append(
-        "contacts, general path" if k.get("ff_state") is not None else "contacts") or real_contact(*a, **k))
+    real_contact, real_update = ContactRoute.outputs, core.MomentumObserver.update
+    monkeypatch.setattr(ContactRoute, "outputs", lambda self, *a, **k: calls.append(
+        "contacts, general path" if k.get("ff_state") is not None else "contacts") or real_contact(self, *a, **k))
     monkeypatch.setattr(core.MomentumObserver, "update",
                         lambda self, *a, **k: calls.append("observer") or real_update(self, *a, **k))
     pipe = DynamicsPipeline(model, config())
@@ -363,8 +363,6 @@ def test_a_block_takes_the_compiled_sample_and_the_general_path_for_what_it_decl
     least-squares general path), flight and a sample without efforts: every row equals that sample
     computed alone by the general path (``ff_state`` forces it), which the tests above hold against
     Pinocchio."""
-    from liedyn_ros.pipeline.compute import compute_contact_outputs
-
     model = solo[0]
     contacts = resolve_contacts(model, config())
     rng = np.random.default_rng(5)

@@ -14,11 +14,11 @@ Data flow for one JointState, one module per stage::
     pair     pair_odometry (floating base)         -> base_pose T_world_base, base twist (omega, v)
     contacts pair_contact_state, WrenchSensors, kinematic_contacts -> active contacts (k,)
     estimate acceleration source                   -> a (zero | estimated | reference)
-    compute  compute_outputs(model, q, v, a, ...)  -> DynamicsOutputs (batched numpy, core calls)
-             (compute_contact_outputs: contact-consistent, with contact wrenches and checks;
-              loops.compute_loop_outputs: with loop closures and passive joints too)
-    routes   Route.outputs(q, v, a, effort, ...)   -> DynamicsOutputs: the route (open tree, contacts,
-               loops) chosen once per model (choose_route), one sample or a block
+    routes   route.outputs(q, v, a, effort, ...)   -> DynamicsOutputs, one sample or a block: the route
+               chosen once per model (choose_route), one module each: free (the open tree,
+               compute.compute_outputs), contacts (contact-consistent, with contact wrenches and
+               checks), loops (loop closures and passive joints too), observed (contacts from the
+               momentum observer)
     messages OutputMessageFactory.build(output)    -> {topic: message}
     observed ContactObserver.beyond(...)           -> the observer's estimate beyond the contacts'
                forces; contact_source observer: the contacts' state from it (hysteresis)
@@ -31,13 +31,7 @@ Conventions (docs/contract.md): twists (omega, v), wrenches (m, f), angular firs
 floating-base generalized velocity is the Odometry twist in child_frame_id, reordered
 angular-first; output stamps copy the JointState stamp.
 """
-from liedyn_ros.pipeline.compute import (
-    DynamicsOutputs,
-    compute_contact_outputs,
-    compute_outputs,
-    contact_torques,
-    prepare_kernels,
-)
+from liedyn_ros.pipeline.compute import DynamicsOutputs, compute_outputs, prepare_kernels
 from liedyn_ros.pipeline.config import (
     NODE_ONLY_PARAMETERS,
     NS_PER_S,
@@ -80,8 +74,11 @@ from liedyn_ros.pipeline.decode import (
     stamp_to_ns,
 )
 from liedyn_ros.pipeline.estimate import AccelerationEstimator, estimate_accelerations
-from liedyn_ros.pipeline.loops import Loops, base_held, closest_loop_forces, compute_loop_outputs, loop_torques, resolve_loops
-from liedyn_ros.pipeline.routes import Route, armature_of, choose_route
+from liedyn_ros.pipeline.loops import Loops, base_held, closest_loop_forces, resolve_loops
+from liedyn_ros.pipeline.routes import (
+    ContactRoute, FreeRoute, LoopRoute, ObservedRoute, Route, armature_of, choose_route, compute_contact_outputs,
+    compute_loop_outputs,
+)
 from liedyn_ros.pipeline.observed import ContactObserver, ObservedContacts, contact_estimate, event_names, measured_torque, normal_forces, residual_beyond
 from liedyn_ros.pipeline.messages import (
     TOPIC_BASE_ACCELERATION,
@@ -117,13 +114,14 @@ from liedyn_ros.pipeline.diagnostics import DiagnosticsReport, DiagnosticsReport
 __all__ = [
     "NODE_ONLY_PARAMETERS", "config_from_parameters",
     "PARAMETERS", "ParameterError", "Parameters", "check_parameters", "load_parameter_file",
-    "Route", "armature_of", "choose_route", "ContactObserver", "ObservedContacts", "contact_estimate", "event_names", "measured_torque", "normal_forces",
+    "ContactRoute", "FreeRoute", "LoopRoute", "ObservedRoute", "Route", "armature_of", "choose_route",
+    "ContactObserver", "ObservedContacts", "contact_estimate", "event_names", "measured_torque", "normal_forces",
     "residual_beyond",
-    "Loops", "base_held", "closest_loop_forces", "compute_loop_outputs", "loop_torques", "resolve_loops",
+    "Loops", "base_held", "closest_loop_forces", "compute_loop_outputs", "resolve_loops",
     "TOPIC_CONTACT_WRENCH", "TOPIC_UNCONSTRAINED_FEEDFORWARD", "ContactSource", "ContactChecks",
     "Contacts", "ContactState", "WrenchSensors", "centre_of_pressure", "check_tipping",
     "DiagnosticsReport", "DiagnosticsReporter", "Level", "compute_contact_outputs", "contact_frames",
-    "contact_torques", "contact_wrench_topic", "contact_wrenches", "decode_contact_flags",
+    "contact_wrench_topic", "contact_wrenches", "decode_contact_flags",
     "decode_contact_wrench", "forces_closest_to", "joint_torques", "kinematic_contacts",
     "pair_contact_state", "resolve_contacts", "stacked_forces", "wrench_at_link",
     "NS_PER_S", "TOPIC_BASE_ACCELERATION", "TOPIC_BASE_WRENCH", "TOPIC_EFFORT_COMMAND",

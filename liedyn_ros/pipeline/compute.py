@@ -1,4 +1,7 @@
-"""The dynamics of a sample or a batch: core calls for feedforward, gravity and predictions."""
+"""The dynamics of a sample or a batch: core calls for feedforward, gravity and predictions.
+
+compute_outputs is the open tree (pipeline.routes.free, and the unconstrained part of the other
+routes); constrained_predictions the constrained routes' predicted accelerations."""
 from __future__ import annotations
 
 import time
@@ -9,9 +12,7 @@ from numpy.typing import NDArray
 
 from liedyn_ros import core
 from liedyn_ros.pipeline.config import FloatArray
-from liedyn_ros.pipeline.contacts import (
-    ContactChecks, ContactPath, Contacts, check_forces, check_wrenches, contact_wrenches, inside_cones,
-)
+from liedyn_ros.pipeline.contacts import ContactChecks
 
 
 class DynamicsOutputs(NamedTuple):
@@ -22,7 +23,7 @@ class DynamicsOutputs(NamedTuple):
     efforts; NaN rows for batch rows without efforts). Floating base only: base_wrench = rnea's
     base part (m, f) in the base frame, the wrench the environment must apply to the base for
     this motion; base_acc_pred = aba's base part, dV_base/dt (omega', v') with the base unactuated.
-    With contacts (:func:`compute_contact_outputs`): tau_ff, tau_g and the predictions are the
+    With contacts (pipeline.routes.contacts, .loops): tau_ff, tau_g and the predictions are the
     contact-consistent ones; contact_active (..., k); contact_wrench (..., k, 6) what each
     contact applies, (m, f) at the contact point in link axes, zero when inactive; tau_free
     the unconstrained tau_ff; checks the friction-cone and pulling violations.
@@ -50,11 +51,6 @@ class DynamicsOutputs(NamedTuple):
 
 
 _NO_BASE_WRENCH = np.zeros(6)  # aba's base part of the generalized force: a free-floating base
-# The base left unbalanced by more than this fraction of max(1, |tau_base|): no contact force realises
-# the motion (least squares used).
-UNBALANCED_RTOL = 1e-6
-_BALANCED, _UNBALANCED = np.zeros((), dtype=bool), np.ones((), dtype=bool)  # checks.unbalanced of one sample
-_BALANCED.flags.writeable = _UNBALANCED.flags.writeable = False
 
 
 def compute_outputs(
@@ -187,192 +183,6 @@ def prepare_kernels(model: Any, *, batch: bool = False) -> float:
     pose = np.broadcast_to(np.eye(4), lead + (4, 4)).copy() if model.floating_base else None
     compute_outputs(model, q, v, v, tau, pose)
     return time.perf_counter() - start
-
-
-def compute_contact_outputs(
-    model: Any,
-    contacts: Contacts,
-    q: FloatArray,
-    v: FloatArray,
-    a: FloatArray,
-    effort: FloatArray | None,
-    base_pose: FloatArray | None,
-    active: NDArray[np.bool_],
-    *,
-    solution: str = "min_torque",
-    ff_state: tuple[FloatArray, FloatArray] | None = None,
-    friction: Any = None,
-    algorithms: Any = None,
-) -> DynamicsOutputs:
-    """:func:`compute_outputs` with the active contacts (..., k) holding their points still.
-
-    tau_ff: core.constrained_rnea (M a + h = [0; tau] + A^T lam, the base passive, ``solution``
-    among many); tau_g: the same at rest; predictions: core.constrained_aba with the measured
-    efforts. Samples without an active contact (flight) keep the unconstrained outputs: the
-    base then falls freely. base_wrench stays the unconstrained one: the wrench the contacts
-    apply to the base in total. Measured states are never exactly on the contacts, so the
-    contact velocity is not checked (tol=inf); when no contact force balances the base (two
-    feet and a rotation about the line through them in the estimated acceleration), the forces
-    balance it in the least-squares sense (``solution`` taken among those) and the sample is
-    flagged ``checks.unbalanced``. ``friction`` and ``algorithms`` as in :func:`compute_outputs`
-    (``core.reference``: the core's functions with fast=False, no compiled code at all, while the
-    kernels are being built).
-    """
-    if algorithms is not None:
-        return _general_contact_outputs(model, contacts, q, v, a, effort, base_pose, np.asarray(active, dtype=bool),
-                                        solution, ff_state, friction, fast=False)
-    if ff_state is None and type(active) is np.ndarray and active.ndim == 1:  # the kernel declines flight
-        one = _one_contact_sample(model, contacts, q, v, a, effort, base_pose, active, solution, friction)
-        if one is not None:
-            return one
-    active = np.asarray(active, dtype=bool)
-    if ff_state is None and active.ndim == 2 and np.ndim(q) == 2:
-        return _contact_batch(model, contacts, q, v, a, effort, base_pose, active, solution, friction)
-    return _general_contact_outputs(model, contacts, q, v, a, effort, base_pose, active, solution, ff_state,
-                                    friction)
-
-
-def _contact_batch(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray, a: FloatArray,
-                   effort: FloatArray | None, base_pose: FloatArray | None, active: NDArray[np.bool_],
-                   solution: str, friction: Any) -> DynamicsOutputs:
-    """A block of samples (the replay's): the compiled kernel per sample, the general path for flight
-    and the samples the kernel declines only."""
-    path = contacts.path(model, solution)
-    B, nb = active.shape[0], model.nv - model.n
-    out = np.full((B, path.kernel.size), np.nan)
-    done = np.zeros(B, dtype=bool)
-    tau_in = path.tau.copy()
-    net = None if effort is None else rigid_body_effort(model, v, effort, friction)
-    efforts = [None] * B if net is None else [e if np.isfinite(e).all() else None for e in net]
-    flying = np.asarray(~active.any(axis=-1))  # the general path's unconstrained outputs
-    for b in range(B):
-        tau = None
-        if efforts[b] is not None:
-            tau_in[nb:] = efforts[b]
-            tau = tau_in
-        done[b] = not flying[b] and path.kernel(q[b], v[b], a[b], tau, None if base_pose is None else base_pose[b],
-                                                active[b], out[b])
-    if not done.any():
-        return _general_contact_outputs(model, contacts, q, v, a, effort, base_pose, active, solution, None,
-                                        friction)
-    res = _kernel_outputs(contacts, path, out, v, effort, active, friction)
-    if done.all():
-        return res
-    rest = ~done
-    other = _general_contact_outputs(
-        model, contacts, q[rest], v[rest], a[rest], None if effort is None else effort[rest],
-        None if base_pose is None else base_pose[rest], active[rest], solution, None, friction)
-    for field, x in zip(res._fields, other):
-        if isinstance(x, ContactChecks):
-            for y, z in zip(res.checks, x):  # type: ignore[arg-type]
-                y[rest] = z
-        elif x is not None:
-            getattr(res, field)[rest] = x
-    return res
-
-
-def _general_contact_outputs(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray, a: FloatArray,
-                             effort: FloatArray | None, base_pose: FloatArray | None, active: NDArray[np.bool_],
-                             solution: str, ff_state: tuple[FloatArray, FloatArray] | None,
-                             friction: Any, fast: bool = True) -> DynamicsOutputs:
-    """compute_contact_outputs by the core's functions one by one: any batch, the reference source,
-    and the samples the compiled sample declines; fast=False: their readable paths only."""
-    free = compute_outputs(model, q, v, a, effort, base_pose, ff_state=ff_state, friction=friction,
-                           algorithms=None if fast else core.reference)
-    wrench = np.zeros(active.shape + (6,))
-    unbalanced = np.zeros(active.shape[:-1], dtype=bool)
-    out = free._replace(contact_active=active, contact_wrench=wrench, tau_free=free.tau_ff)
-    rows = np.asarray(active.any(axis=-1))
-    take: Any = ... if active.ndim == 1 else rows  # one sample: all of it
-    if rows.any():
-        q_ff, v_ff = (q, v) if ff_state is None else ff_state
-        pose = None if base_pose is None else base_pose[take]
-        tau_ff, tau_g = np.array(free.tau_ff), np.array(free.tau_g)
-        rest = np.zeros_like(v[take])
-        if active.ndim == 1:  # one sample: two calls on the core's single-sample compiled path
-            motion = contact_torques(model, contacts, q_ff, v_ff, a, pose, active, solution, fast)
-            tau_g[take] = contact_torques(model, contacts, q, rest, rest, pose, active, solution, fast)[0]
-            tau_ff[take], lam, unbalanced[take] = motion
-        else:  # a batch: the motion and the robot at rest (gravity) in one call, one constraint evaluation
-            both = contact_torques(
-                model, contacts, np.stack((q_ff[take], q[take])), np.stack((v_ff[take], rest)),
-                np.stack((a[take], rest)), None if pose is None else np.stack((pose, pose)),
-                np.stack((active[take], active[take])), solution, fast)
-            tau_ff[take], tau_g[take], lam, unbalanced[take] = both[0][0], both[0][1], both[1][0], both[2][0]
-        if friction is not None:  # compensated on the contact-consistent torques too
-            tau_ff[take] += core.friction_torque(friction, v_ff[take][..., model.nv - model.n:])
-        wrench[take] = contact_wrenches(contacts, lam)  # an inactive contact's lam is zero
-        out = out._replace(tau_ff=tau_ff, tau_g=tau_g)
-        if effort is not None and free.qdd_pred is not None:
-            out = constrained_predictions(model, contacts, q, v, rigid_body_effort(model, v, effort, friction),
-                                          base_pose, active, rows, out, fast)
-    pulling, slipping = check_wrenches(model, contacts, q, base_pose, wrench, active, fast)
-    return out._replace(checks=ContactChecks(pulling, slipping, unbalanced))
-
-
-def _one_contact_sample(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray, a: FloatArray,
-                        effort: FloatArray | None, base_pose: FloatArray | None, active: NDArray[np.bool_],
-                        solution: str, friction: Any) -> DynamicsOutputs | None:
-    """One sample in contact by the compiled core.TermsKernel: every term on one evaluation of the
-    contacts (the node's case), least-squares forces where none balances the base. None for flight
-    and where the kernel cannot answer: the general path then does."""
-    if True not in active.tolist():  # flight: the general path's unconstrained outputs
-        return None
-    path = contacts.path(model, solution)
-    out = np.empty(path.kernel.size)
-    tau_in = None
-    if effort is not None:
-        tau_in = path.tau
-        tau_in[path.joints] = rigid_body_effort(model, v, effort, friction)
-    if not path.kernel(q, v, a, tau_in, base_pose, active, out):
-        return None
-    return _kernel_outputs(contacts, path, out, v, effort, active, friction)
-
-
-def _kernel_outputs(contacts: Contacts, path: ContactPath, out: FloatArray, v: FloatArray, effort: FloatArray | None,
-                    active: NDArray[np.bool_], friction: Any) -> DynamicsOutputs:
-    """DynamicsOutputs from core.TermsKernel's output, one sample (size,) or rows (B, size)."""
-    one = out.ndim == 1  # the node's case: plain indexing (numpy scalars, no Ellipsis) at every sample
-    pick: Any = out.__getitem__ if one else (lambda s: out[:, s])
-    tau_ff, tau_free = pick(path.tau_ff), pick(path.tau_free)
-    if friction is not None:  # compensated on the contact-consistent torques too
-        extra = core.friction_torque(friction, v[..., path.joints])
-        tau_ff, tau_free = tau_ff + extra, tau_free + extra
-    k, forces, residual = contacts.k, pick(path.forces), pick(path.residual)
-    if one and inside_cones(contacts, forces.tolist()):  # most samples: every foot inside its cone
-        pulling = slipping = contacts.clear
-    else:
-        pulling, slipping = check_forces(contacts, forces[..., :k], forces[..., k:], active)
-    unbalanced = (_UNBALANCED if residual > UNBALANCED_RTOL else _BALANCED) if one else residual > UNBALANCED_RTOL
-    base = path.base_wrench
-    return DynamicsOutputs(
-        tau_ff, pick(path.tau_g), None if effort is None else pick(path.qdd), None if base is None else pick(base),
-        None if effort is None or path.base_acc is None else pick(path.base_acc), active,
-        pick(path.wrench).reshape(out.shape[:-1] + (k, 6)), tau_free, ContactChecks(pulling, slipping, unbalanced))
-
-
-def contact_torques(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray, a: FloatArray,
-                    base_pose: FloatArray | None, active: NDArray[np.bool_], solution: str, fast: bool = True
-                    ) -> tuple[FloatArray, FloatArray, NDArray[np.bool_]]:
-    """(tau (..., n), lam (..., m), unbalanced (...,)): the joint torques and contact forces that
-    realise (q, v, a), by core.constrained_rnea; where no contact force balances the base exactly
-    (flagged unbalanced), the forces balance it in the least-squares sense and ``solution`` is
-    taken among those (balance="least_squares", as the compiled contact sample does). fast=False:
-    the core's readable paths only."""
-    nb, cs = model.nv - model.n, contacts.on(model)
-    try:
-        tau, lam = core.constrained_rnea(model, q, v, a, cs, base_pose=base_pose, active=active,
-                                         solution=solution, tol=np.inf, fast=fast)
-        return tau[..., nb:], lam, np.zeros(np.shape(q)[:-1], dtype=bool)
-    except ValueError:  # the inputs passed compute_outputs: no force balances the base
-        pass
-    tau, lam = core.constrained_rnea(model, q, v, a, cs, base_pose=base_pose, active=active, solution=solution,
-                                     tol=np.inf, balance="least_squares", fast=fast)
-    tau_b = (core if fast else core.reference).rnea(model, q, v, a, base_pose=base_pose)[..., :nb]
-    A_b = core.constraint_jacobian(model, q, cs, base_pose=base_pose)[..., :nb]
-    gap = tau_b - np.einsum("...mi,...m->...i", A_b, lam)
-    scale = np.maximum(1.0, np.abs(tau_b).max(axis=-1, initial=0.0))
-    return tau[..., nb:], lam, np.abs(gap).max(axis=-1, initial=0.0) > UNBALANCED_RTOL * scale
 
 
 def constrained_predictions(model: Any, contacts: Any, q: FloatArray, v: FloatArray, effort: FloatArray,

@@ -24,27 +24,6 @@ from liedyn_ros.pipeline.decode import as_float_array, stamp_to_ns
 BoolArray = NDArray[np.bool_]
 
 
-class ContactPath(NamedTuple):
-    """A model's compiled path of one contact sample: the kernel (core.TermsKernel), its tau input
-    (zero on the base, the efforts written into ``joints`` per sample) and the slices of its output
-    that make the outputs: joint parts of tau, tau_r, tau_g and a; base parts (None on a fixed
-    base) of tau_r and a; the contact wrenches; normal and tangential forces, one after the other;
-    the index of the base's balance residual (core.ConstrainedTerms.residual)."""
-
-    kernel: Any
-    tau: FloatArray
-    joints: slice
-    tau_ff: slice
-    tau_free: slice
-    tau_g: slice
-    qdd: slice
-    base_wrench: slice | None
-    base_acc: slice | None
-    wrench: slice
-    forces: slice
-    residual: int
-
-
 @dataclass(frozen=True, eq=False)
 class Contacts:
     """The configured contacts of one model, checked against it once.
@@ -69,7 +48,6 @@ class Contacts:
     to_link: FloatArray
     soles: FloatArray | None = None
     _sets: weakref.WeakKeyDictionary[Any, Any] = field(default_factory=weakref.WeakKeyDictionary, repr=False)
-    _paths: dict[tuple[Any, str], ContactPath] = field(default_factory=dict, repr=False)
 
     @property
     def k(self) -> int:
@@ -82,24 +60,6 @@ class Contacts:
         out = np.zeros(self.k, dtype=bool)
         out.flags.writeable = False
         return out
-
-    def path(self, model: Any, solution: str) -> ContactPath:
-        """The compiled single-sample path of ``model`` (core.TermsKernel: no state check, the base
-        balanced in the least-squares sense where no force balances it), made once."""
-        key = (model, solution)
-        path = self._paths.get(key)
-        if path is None:
-            kernel = core.TermsKernel(model, self.on(model), solution=solution, tol=np.inf, balance="least_squares")
-            nb, L = model.nv - model.n, kernel.layout
-            def joints(s: slice) -> slice:
-                return slice(s.start + nb, s.stop)
-            def base(s: slice) -> slice | None:
-                return slice(s.start, s.start + nb) if nb else None
-            path = self._paths[key] = ContactPath(
-                kernel, np.zeros(model.nv), slice(nb, model.nv), joints(L.tau), joints(L.tau_r), joints(L.tau_g),
-                joints(L.a), base(L.tau_r), base(L.a), L.wrench, slice(L.normal.start, L.tangential.stop),
-                L.residual.start)
-        return path
 
     def on(self, model: Any) -> Any:
         """The contacts as a core.ConstraintSet of ``model`` (the dynamics model may change, with a
@@ -257,6 +217,11 @@ def wrench_at_link(contacts: Contacts, wrench: FloatArray) -> FloatArray:
     (m + p x f, f), for messages whose frame is the contact link."""
     shape = wrench.shape  # methods, not np.reshape: the node calls this at every sample
     return (wrench.reshape(shape[:-2] + (6 * contacts.k,)) @ contacts.to_link).reshape(shape)
+
+
+# The base left unbalanced by more than this fraction of max(1, |tau_base|): no constraint force
+# realises the motion (least squares used; ContactChecks.unbalanced).
+UNBALANCED_RTOL = 1e-6
 
 
 class ContactChecks(NamedTuple):

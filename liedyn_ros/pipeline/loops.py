@@ -1,14 +1,10 @@
-"""Closed loops of the model: loop closures and passive joints, and the outputs they give.
+"""Closed loops of the model: loop closures and passive joints, and the least-squares loop forces.
 
 A loop closure ties a point of link_a to a point of link_b (``loop_closures``, "point": the
 points coincide, 3 rows; "weld": the frames coincide, 6 rows); passive joints are unactuated.
 With either configured, the outputs come from the constrained dynamics (Kim 2012, 3.1-3.2) with
-the loops always active and the contacts (if any) per their state, solved together:
-
-    M a + b = [0; tau] + A^T lam,   tau = 0 on the passive joints (and the supported base).
-
-This runs the core's readable numpy path (constrained_rnea / constrained_aba with loops), about
-2 ms per sample (a five-bar); the compiled contact kernels take contacts only.
+the loops always active and the contacts (if any) per their state, solved together: the loops'
+route, pipeline.routes.loops.
 """
 from __future__ import annotations
 
@@ -21,12 +17,8 @@ from numpy.typing import NDArray
 
 from liedyn_ros import core
 from liedyn_ros.core.constraints.inverse import passive_mask
-from liedyn_ros.pipeline.compute import (UNBALANCED_RTOL, DynamicsOutputs, compute_outputs, constrained_predictions,
-                                         rigid_body_effort)
 from liedyn_ros.pipeline.config import FloatArray, PipelineConfig
-from liedyn_ros.pipeline.contacts import (
-    ContactChecks, Contacts, check_wrenches, contact_wrenches, forces_closest_to,
-)
+from liedyn_ros.pipeline.contacts import UNBALANCED_RTOL, Contacts, forces_closest_to
 
 BoolArray = NDArray[np.bool_]
 
@@ -92,88 +84,11 @@ def _at(p: FloatArray) -> FloatArray:
     return T
 
 
-def compute_loop_outputs(
-    model: Any,
-    loops: Loops,
-    q: FloatArray,
-    v: FloatArray,
-    a: FloatArray,
-    effort: FloatArray | None,
-    base_pose: FloatArray | None,
-    active: BoolArray | None,
-    *,
-    solution: str = "min_torque",
-    ff_state: tuple[FloatArray, FloatArray] | None = None,
-    friction: Any = None,
-) -> DynamicsOutputs:
-    """:func:`~liedyn_ros.pipeline.compute.compute_contact_outputs` with the loops always active
-    and the passive joints unactuated; ``active`` (..., k) the contacts' state (None without
-    contacts). Batched over leading dimensions.
-
-    tau_ff: core.constrained_rnea (``solution`` among many, zero on the passive joints); tau_g:
-    the same at rest; predictions: core.constrained_aba with the measured efforts (zero on the
-    passive joints). A floating base with no contact down (flight) is not held by the loops:
-    there the base keeps the wrench of the unconstrained RNEA (``base_wrench``) and the joints
-    the loop-consistent torques. A motion no constraint force realises gets least-squares forces
-    and ``checks.unbalanced``. contact_active, contact_wrench (and the cone checks) only with
-    contacts; tau_free the unconstrained tau_ff.
-    """
-    free = compute_outputs(model, q, v, a, effort, base_pose, ff_state=ff_state, friction=friction)
-    lead = np.shape(q)[:-1]
-    act = loops.active(active, lead)
-    q_ff, v_ff = (q, v) if ff_state is None else ff_state
-    rest = np.zeros_like(v)
-    pose = None if base_pose is None else np.stack((base_pose, base_pose))
-    tau, lam, unbalanced = loop_torques(model, loops, np.stack((q_ff, q)), np.stack((v_ff, rest)),
-                                        np.stack((a, rest)), pose, np.stack((act, act)), solution)
-    tau_ff, tau_g = tau[0], tau[1]
-    passive = passive_mask(model, loops.passive)[model.nv - model.n:]
-    if friction is not None:  # compensated on the actuated joints only
-        nb = model.nv - model.n
-        tau_ff = tau_ff + np.where(passive, 0.0, core.friction_torque(friction, v_ff[..., nb:]))
-    out = free._replace(tau_ff=tau_ff, tau_g=tau_g, tau_free=free.tau_ff)
-    if effort is not None and free.qdd_pred is not None:
-        net = np.where(passive, 0.0, rigid_body_effort(model, v, effort, friction))  # friction: as compensated
-        out = constrained_predictions(model, loops, q, v, net, base_pose, act, np.ones(lead, dtype=bool), out)
-    contacts = loops.contacts
-    if contacts is None:
-        none = np.zeros(lead + (0,), dtype=bool)
-        return out._replace(checks=ContactChecks(none, none, unbalanced[0]))
-    contact_active = act[..., :contacts.k]
-    wrench = contact_wrenches(contacts, lam[0][..., :loops.m_contacts])
-    wrench[~contact_active] = 0.0
-    pulling, slipping = check_wrenches(model, contacts, q, base_pose, wrench, contact_active)
-    return out._replace(contact_active=contact_active, contact_wrench=wrench,
-                        checks=ContactChecks(pulling, slipping, unbalanced[0]))
-
-
 def base_held(model: Any, loops: Loops, act: BoolArray) -> BoolArray:
     """(...,) whether the constraints can hold the base: a fixed base, or a contact down."""
     if not model.floating_base:
         return np.ones(act.shape[:-1], dtype=bool)
     return np.asarray(act[..., :loops.k_contacts].any(axis=-1))
-
-
-def loop_torques(model: Any, loops: Loops, q: FloatArray, v: FloatArray, a: FloatArray,
-                 base_pose: FloatArray | None, act: BoolArray, solution: str
-                 ) -> tuple[FloatArray, FloatArray, BoolArray]:
-    """(tau (..., n), lam (..., m), unbalanced (...,)) that realise (q, v, a) with the passive
-    joints at zero torque: core.constrained_rnea where the base is held (or fixed); least
-    squares elsewhere (flight) and where no constraint force realises the motion."""
-    nb = model.nv - model.n
-    held = base_held(model, loops, act)
-    if held.all():
-        try:
-            tau, lam = core.constrained_rnea(model, q, v, a, loops.on(model), base_pose=base_pose,
-                                             passive=loops.passive, active=act, solution=solution, tol=np.inf)
-            return tau[..., nb:], lam, np.zeros(held.shape, dtype=bool)
-        except ValueError:  # no constraint force realises the motion: least squares below
-            pass
-    cs = loops.on(model)
-    tau_full = core.rnea(model, q, v, a, base_pose=base_pose)
-    A = core.constraint_jacobian(model, q, cs, base_pose=base_pose)
-    lam, tau, unbalanced = closest_loop_forces(model, loops, tau_full, A, np.zeros(np.shape(q)), cs.row_mask(act), held)
-    return tau, lam, unbalanced
 
 
 def closest_loop_forces(model: Any, loops: Loops, tau_full: FloatArray, A: FloatArray, target: FloatArray,

@@ -178,7 +178,6 @@ class DynamicsPipeline:
         self._warmup_failure_logged = False
         self.contacts = resolve_contacts(model, self.config)
         self.loops = resolve_loops(model, self.config, self.contacts)
-        self._route = choose_route(self._dynamics, self.contacts, self.loops, self.config.contact_solution)
         self._contact_state: ContactState | None = None
         self._sensors = None if self.contacts is None else WrenchSensors(
             self.contacts, self.config.contact_force_threshold)
@@ -188,6 +187,7 @@ class DynamicsPipeline:
         self._contact_observer = None if self.contacts is None or not cfg.external_torque_observer else \
             ContactObserver(self.contacts, cfg.contact_force_threshold, cfg.contact_force_release,
                             cfg.contact_source is ContactSource.OBSERVER)
+        self._route = self._choose_route(self._dynamics)
         self._measured_wrench: FloatArray | None = None  # the sensors' wrenches of the latest sample
         n_base = 6 if self._floating else 0
         # Inputs the core only reads, made once. (Writable: the core's single-sample fast path
@@ -225,12 +225,18 @@ class DynamicsPipeline:
             raise ValueError("model: a swapped model must have the same joints")
         observer = self._new_observer(dynamics)  # starts over: its integral belongs to the old model
         bound, _ = _effort_bound(dynamics.model, self.config.effort_limit_factor)
-        route = choose_route(dynamics, self.contacts, self.loops, self.config.contact_solution)
+        route = self._choose_route(dynamics)
         self._dynamics, self._route, self._observer, self.collision, self._effort_bound = \
             dynamics, route, observer, None, bound
         if self._contact_observer is not None:
             self._contact_observer.reset()
         self.decoder.drive = dynamics.drive
+
+    def _choose_route(self, dynamics: Dynamics) -> Route:
+        """The route of a sample through ``dynamics`` (pipeline.routes); contact_source observer:
+        the contacts' state from the contact observer."""
+        observer = self._contact_observer if self.config.contact_source is ContactSource.OBSERVER else None
+        return choose_route(dynamics, self.contacts, self.loops, self.config.contact_solution, observer=observer)
 
     def _new_observer(self, dynamics: Dynamics) -> core.MomentumObserver:
         """The momentum observer of this model; the friction compensated (if any) is taken off
@@ -544,7 +550,8 @@ class DynamicsPipeline:
         return reference
 
     def _active_contacts(self, sample: JointSample, v: FloatArray, pose: FloatArray | None) -> np.ndarray | SkipReason | None:
-        """The active contacts for this sample per ``contact_source``; None without contacts."""
+        """The active contacts for this sample per ``contact_source``; None without contacts, and with
+        the observer's source (its route, pipeline.routes.observed, holds the state)."""
         contacts, cfg = self.contacts, self.config
         if contacts is None:
             return None
@@ -558,9 +565,8 @@ class DynamicsPipeline:
             state = self._sensors.state(sample.stamp_ns, cfg.contact_max_age)
             if not isinstance(state, SkipReason):
                 self._measured_wrench = state.wrench
-        elif source is ContactSource.OBSERVER:  # from the estimates up to the previous sample
-            assert self._contact_observer is not None
-            return self._contact_observer.state.active.copy()
+        elif source is ContactSource.OBSERVER:
+            return None
         else:
             T_wc = contact_frames(self.model, contacts, sample.q, pose, fast=self._warmup is None)
             A = core.constraint_jacobian(self.model, sample.q, contacts.on(self.model), base_pose=pose)

@@ -6,8 +6,9 @@ Data flow, one block of `chunk_size` joint samples at a time::
     SampleStream.blocks        CDR chunk reading (cdr), pipeline JointStateDecoder.decode_arrays,
                                effort/odometry alignment (samples)
     StreamingDifferentiator    Savitzky-Golay acceleration estimate (accel)
-    pipeline.compute_outputs   RNEA, gravity, ABA, batched (compute_contact_outputs with
-                               contacts, plus the contact forces closest to the measurements)
+    BlockDynamics.run          the model's route (pipeline.choose_route: RNEA, gravity, ABA, batched;
+                               contact- and loop-consistent with contacts or loops), plus the
+                               contact forces closest to the measurements
     ExternalTorque.add         momentum observer and collision events (external)
     OutputWriter.write         /liedyn/... mcap bag (outputs, mcapblock) and CSV (csvfmt)
     ResidualSummary, PlotRecorder
@@ -429,8 +430,8 @@ class BlockDynamics:
         self.friction = friction  # friction compensation of --params, on the feedforward torques
         self.loops = loops
         self.armature = armature  # --params' rotor inertia (free path only: parameters refuse it with constraints)
-        self.route = pipeline.Route(Dynamics(model, friction), contacts, loops, config.contact_solution,
-                                    armature)
+        self.route = pipeline.choose_route(Dynamics(model, friction), contacts, loops, config.contact_solution,
+                                           armature=armature)
 
     def run(self, block: SampleBlock, accel_est: NDArray[np.float64]) -> BlockResult:
         contacts = self.contacts
