@@ -10,17 +10,24 @@ base rows), so its stance legs' torques are not the free dynamics. Planted:
 
 - arm_1's panda_joint4 Coulomb friction grows linearly by +40 % over the DAYS days;
 - arm_2 carries 3.0 kg, its parameter file says 1.0 kg (every other payload labelled right);
-- TRUNCATED bags cut at 60 % of their file (salvaged by the replay).
+- --truncated bags cut at 60 % of their file (salvaged by the replay).
 
 Then `liedyn-fleet --identify friction (--identify payload panda_hand on the arms, by the
-manifest) --period day` on the whole fleet (2 workers), and the checks: the flags (exactly the
-drifting joint, from about the day it crossed +20 %, and the mislabelled payload), the damaged
-bags listed with what was salvaged, the pooled friction against the truth. Last, throughput on
-the first THROUGHPUT bags: liedyn-fleet with 1 and 2 local workers against `liedyn-replay --jobs
-1` and `--jobs 2` on the same bags and per-bag options, in samples/s.
+manifest) --period day` on the whole fleet (2 workers), and the checks: the findings (flags no
+other flag explains: exactly the drifting joint, from about the day it crossed +20 %, and the
+mislabelled payload), the damaged bags (exactly the truncated ones, with what was salvaged),
+the pooled friction against the truth. Then throughput on the first --throughput bags of arm_0:
+liedyn-fleet with 1 and 2 local workers and on a cluster of separate `dask scheduler` and `dask
+worker --nworkers 2` processes (started as a user would), against `liedyn-replay --jobs 1` and
+`--jobs 2` on the same bags and per-bag options, in samples/s and the engine's overhead per bag;
+and the peak resident memory of a `dask worker` process against bag length (--memory).
 
-    python benchmarks/bench_fleet.py [--arms 4] [--quadrupeds 3] [--days 30] [--bags-per-day 2]
-                                     [--seconds 4] [--out /tmp/bench_fleet]
+The issue's fleet (20 robots, 1,000 bags over 30 days; --reuse analyses its store again):
+
+    python benchmarks/bench_fleet.py --arms 10 --quadrupeds 10 --days 30 --active-days 25 \
+                                     --truncated 5 --throughput 0 --memory --out /tmp/fleet_1000
+    python benchmarks/bench_fleet.py --only-scale --arms 1 --quadrupeds 0 --days 8 --truncated 0 \
+                                     --throughput 12 --memory 3 30 120
 """
 
 from __future__ import annotations
@@ -28,15 +35,21 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
+import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import pinocchio as pin
+import psutil
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
@@ -44,12 +57,11 @@ from liedyn_ros.robot_data import robots_dir
 
 RATE = 200.0  # Hz
 DAY_NS = 86_400 * 10**9
-T0 = 1_790_000_000 * 10**9  # 2026-09-21 UTC
+T0 = 1_789_948_800 * 10**9  # 2026-09-21 00:00 UTC: a day's bags (08:00, 12:00, ...) within one UTC day
 SMOOTHING = 0.01  # the friction's tanh velocity scale, as core.identification's default
 FEET = ("FL_foot", "FR_foot", "RL_foot", "RR_foot")
 DRIFT_ROBOT, DRIFT_JOINT, DRIFT = "arm_1", "panda_joint4", 0.4
 MISLABELLED, TRUE_PAYLOAD, LABEL = "arm_2", 3.0, 1.0
-TRUNCATED = 3
 PY = sys.executable
 FLEET = [PY, "-c", "import sys; from liedyn_ros.fleet.cli import main; sys.exit(main())"]  # liedyn-fleet
 REPLAY = [PY, "-m", "liedyn_ros.replay"]  # liedyn-replay
@@ -208,8 +220,18 @@ def params_file(path: Path, values: dict) -> Path:
     return path
 
 
-def generate(out: Path, arms: int, quadrupeds: int, days: int, per_day: int, seconds: float, seed: int = 7):
-    """The bags, the manifest and the truth: per robot its friction and payload."""
+def recording_days(rng: np.random.Generator, days: int, active: int) -> list[int]:
+    """`active` of the `days` days on which a robot records (the first and the last among them;
+    the others idle, as robots in maintenance or on leave)."""
+    if not 2 <= active <= days:
+        raise SystemExit(f"a robot records on 2 to {days} days, not {active}")
+    return sorted([0, days - 1, *rng.choice(np.arange(1, days - 1), active - 2, replace=False).tolist()])
+
+
+def generate(out: Path, arms: int, quadrupeds: int, days: int, per_day: int, seconds: float, truncated: int,
+             active: int | None = None, seed: int = 7):
+    """The bags, the manifest and the truth: per robot its friction and payload. Each robot
+    records `per_day` bags on `active` of the `days` days (default: every day)."""
     rng = np.random.default_rng(seed)
     (out / "params").mkdir(parents=True)
     arm_urdf, go2 = panda_urdf(out), go2_urdf(out)
@@ -236,7 +258,7 @@ def generate(out: Path, arms: int, quadrupeds: int, days: int, per_day: int, sec
         robots[robot] = {"names": sim.names, "coulomb": coulomb, "viscous": viscous, "payload": payload,
                          "label": label, "arm": arm}
         (out / "bags" / robot).mkdir(parents=True)
-        for day in range(days):
+        for day in recording_days(rng, days, active or days):
             drift = 1 + DRIFT * day / (days - 1) if robot == DRIFT_ROBOT else 1.0
             for k in range(per_day):
                 stamps = T0 + day * DAY_NS + (8 + 4 * k) * 3600 * 10**9 + np.round(t * 1e9).astype(np.int64)
@@ -247,18 +269,26 @@ def generate(out: Path, arms: int, quadrupeds: int, days: int, per_day: int, sec
                 rows.append({"bag": str(bag.relative_to(out)), "robot": robot,
                              "urdf": str(arm_urdf if arm else go2), "params": str(params.relative_to(out)),
                              "identify": "friction; payload panda_hand" if arm else "friction"})
-    cut = [rows[i]["bag"] for i in rng.choice(len(rows), TRUNCATED, replace=False)]
+    cut = [rows[i]["bag"] for i in rng.choice(len(rows), truncated, replace=False)]
     for bag in cut:
         for file in (out / bag).glob("*.mcap"):
             data = file.read_bytes()
             file.write_bytes(data[:int(0.6 * len(data))])
     (out / "truth.json").write_text(json.dumps({r: {k: v.tolist() if isinstance(v, np.ndarray) else v
                                                    for k, v in t.items()} for r, t in robots.items()}, indent=1))
+    (out / "truncated.json").write_text(json.dumps(cut))
     with (out / "manifest.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
     return robots, rows, cut
+
+
+def generated(out: Path):
+    """The truth, the manifest's rows and the truncated bags of a fleet `generate` wrote."""
+    with (out / "manifest.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    return json.loads((out / "truth.json").read_text()), rows, json.loads((out / "truncated.json").read_text())
 
 
 def run(cmd: list[str]) -> float:
@@ -276,41 +306,72 @@ def main() -> None:
     p.add_argument("--quadrupeds", type=int, default=3)
     p.add_argument("--days", type=int, default=30)
     p.add_argument("--bags-per-day", type=int, default=2)
-    p.add_argument("--seconds", type=float, default=4.0)
-    p.add_argument("--throughput", type=int, default=12, help="bags of the throughput comparison")
+    p.add_argument("--active-days", type=int, help="days on which each robot records (default: every day)")
+    p.add_argument("--seconds", type=float, default=3.0)
+    p.add_argument("--truncated", type=int, default=3, help="bags cut at 60 %% of their file")
+    p.add_argument("--throughput", type=int, default=12, help="bags of the throughput comparison (0: none)")
+    p.add_argument("--memory", type=float, nargs="*", default=[3.0, 30.0, 120.0], metavar="SECONDS",
+                   help="bag lengths of the peak-memory comparison (none: skip it)")
+    p.add_argument("--only-scale", action="store_true",
+                   help="generate, then only the throughput and memory comparisons (not the whole fleet's run)")
     p.add_argument("--out", type=Path, default=Path("/tmp/bench_fleet"))
+    p.add_argument("--reuse", action="store_true",
+                   help="the fleet OUT holds already: run liedyn-fleet on it again (it replays only new or changed "
+                   "bags, then analyses the whole store) and check")
     args = p.parse_args()
-    shutil.rmtree(args.out, ignore_errors=True)
     started = time.perf_counter()
-    robots, rows, cut = generate(args.out, args.arms, args.quadrupeds, args.days, args.bags_per_day, args.seconds)
-    print(f"fleet: {args.arms} Panda arms, {args.quadrupeds} Go2 quadrupeds, {args.days} days x {args.bags_per_day} "
-          f"bags of {args.seconds:g} s at {RATE:g} Hz: {len(rows)} bags ({TRUNCATED} truncated), generated in "
-          f"{time.perf_counter() - started:.0f} s")
+    if args.reuse:
+        robots, rows, cut = generated(args.out)
+    else:
+        shutil.rmtree(args.out, ignore_errors=True)
+        robots, rows, cut = generate(args.out, args.arms, args.quadrupeds, args.days, args.bags_per_day,
+                                     args.seconds, args.truncated, args.active_days)
+    arms = sum(t["arm"] for t in robots.values())
+    print(f"fleet: {arms} Panda arms, {len(robots) - arms} Go2 quadrupeds over {args.days} days, {len(rows)} bags "
+          f"({len(cut)} truncated), {'reused' if args.reuse else 'generated'} in {time.perf_counter() - started:.0f} s",
+          flush=True)
+    if args.only_scale:
+        throughput(args, rows)
+        memory(args, rows)
+        return
     store = args.out / "fleet"
     fleet = [*FLEET, str(args.out / "bags"), "--manifest", str(args.out / "manifest.csv"),
              "--no-plots", "--no-progress"]
     elapsed = run(fleet + ["--out", str(store), "--workers", "2", "--period", "day"])
     con = duckdb.connect(str(store / "fleet.duckdb"), read_only=True)
     samples = con.execute("SELECT sum(samples) FROM bags").fetchone()[0]
-    print(f"\nliedyn-fleet, 2 workers, whole fleet: {elapsed:.0f} s, {samples:,} samples, {samples / elapsed:,.0f} samples/s")
+    print(f"\nliedyn-fleet, 2 workers, whole fleet: {elapsed:.0f} s, {samples:,} samples, {samples / elapsed:,.0f} "
+          "samples/s", flush=True)
     check(con, robots, cut, args.days)
-    throughput(args, rows)
+    if args.throughput:
+        throughput(args, rows)
+    if args.memory:
+        memory(args, rows)
 
 
 def check(con, robots: dict, cut: list[str], days: int) -> None:
-    print("\nflags:")
-    for robot, joint, kind, value, reference, since, detail in con.execute(
-            "SELECT robot, joint, kind, value, reference, since_ns, detail FROM flags ORDER BY robot, joint, kind").fetchall():
-        day = (since - T0) / DAY_NS if since is not None else float("nan")
-        print(f"  {kind:<18} {robot:<7} {joint:<16} since day {day:5.2f}: {detail}")
+    print("\nflags (those a cause explains under it):")
+    flags = con.execute("SELECT robot, joint, kind, since_ns, detail, explained_by FROM flags "
+                        "ORDER BY robot, joint, kind").fetchall()
+    for robot, joint, kind, since, detail, explained_by in flags:
+        if explained_by is None:
+            print(f"  {kind:<18} {robot:<7} {joint:<16} since day {(since - T0) / DAY_NS:5.2f}: {detail}")
+            for r, j, k, _, d, _ in (f for f in flags if f[0] == robot and f[5] == kind):
+                print(f"      explains {k:<18} {j:<16} {d}")
     limit_day = 0.2 / DRIFT * (days - 1)
     print(f"  (planted: {DRIFT_ROBOT} {DRIFT_JOINT} +{DRIFT:.0%} over the {days} days, above +20 % of its start from "
           f"day {limit_day:.1f}; {MISLABELLED} carries {TRUE_PAYLOAD} kg labelled {LABEL} kg)")
+    findings = sorted((r, j, k) for r, j, k, _, _, e in flags if e is None)
+    expected = sorted([(DRIFT_ROBOT, DRIFT_JOINT, "friction_drift"), (MISLABELLED, "panda_hand", "payload_mismatch")])
+    print(f"  findings (flags no other explains) exactly the planted ones: {findings == expected}")
     print("\ndamaged bags:")
     for bag, robot, status, samples, error in con.execute(
             "SELECT bag, robot, status, samples, error FROM bags WHERE status = 'error' OR salvaged ORDER BY bag").fetchall():
         print(f"  {robot:<7} {Path(bag).name:<10} {status}: {samples} samples salvaged {error or ''}")
     print(f"  (planted: {', '.join(sorted(Path(b).name + ' of ' + Path(b).parent.name for b in cut))})")
+    damaged = {str(Path(b).relative_to(Path(b).parents[2])) for (b,) in con.execute(
+        "SELECT bag FROM bags WHERE status = 'error' OR salvaged").fetchall()}
+    print(f"  damaged bags exactly the truncated ones: {damaged == set(cut)}")
     ident = con.execute("SELECT robot, period, joint, coulomb, payload_mass, status FROM identification").fetchall()
     statuses = {}
     for *_, status in ident:
@@ -340,22 +401,99 @@ def check(con, robots: dict, cut: list[str], days: int) -> None:
               f"{robots[robot]['payload']:.3f} kg, labelled {robots[robot]['label']:.3f} kg")
 
 
+@contextmanager
+def separate_cluster(workers: int):
+    """`dask scheduler` and `dask worker` as a user starts them (this environment's `dask` command,
+    each in its own process group, single-threaded workers): the scheduler's address and the
+    worker command's process; all of it ended on leaving."""
+    dask = Path(PY).with_name("dask")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [subprocess.Popen([str(dask), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                              start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    procs.append(subprocess.Popen([str(dask), "worker", address, "--host", "127.0.0.1", "--nworkers", str(workers),
+                                   "--nthreads", "1", "--no-dashboard"],
+                                  start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    try:
+        yield address, procs[1]
+    finally:
+        for proc in reversed(procs):  # the workers (their nanny ends them), then the scheduler
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+            with suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # anything of its group still there
+
+
+def peak_rss_mb(nannies: subprocess.Popen) -> list[float]:
+    """The peak resident memory (VmHWM) of each worker process under the `dask worker` command."""
+    peaks = []
+    for child in psutil.Process(nannies.pid).children(recursive=True):
+        if "spawn_main" in " ".join(child.cmdline()):  # not multiprocessing's resource tracker
+            status = Path(f"/proc/{child.pid}/status").read_text()
+            peaks.append(int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024)
+    return peaks
+
+
+def replay_seconds(folders: list[Path]) -> float:
+    """The replays' own time (summary.json's elapsed_s), summed over their output folders."""
+    return sum(json.loads((f / "summary.json").read_text())["elapsed_s"] for f in folders)
+
+
 def throughput(args, rows: list[dict]) -> None:
+    """liedyn-fleet (1 and 2 local workers, 2 separate worker processes) against liedyn-replay --jobs
+    1 and 2 on the same bags: samples/s, and the engine's overhead per bag (wall per bag and
+    process, less the replay's own time per bag)."""
     bags = [str(args.out / r["bag"]) for r in rows if r["robot"] == "arm_0"][:args.throughput]
-    samples = None
-    print(f"\nthroughput on {len(bags)} bags of arm_0 (same per-bag options, no identification):")
     params, urdf = args.out / rows[0]["params"], rows[0]["urdf"]
     common = ["--urdf", urdf, "--params", str(params), "--no-plots", "--no-progress"]
-    for workers in (1, 2):
-        out = args.out / f"tp_fleet_{workers}"
-        elapsed = run([*FLEET, *bags, "--out", str(out), "--workers", str(workers), *common])
+    print(f"\nthroughput on {len(bags)} bags of arm_0 (same per-bag options, no identification; overhead: "
+          "wall x processes / bags - the replay's own time per bag):", flush=True)
+    samples = None
+    for label, workers, cluster in (("--workers 1", 1, False), ("--workers 2", 2, False),
+                                    ("--scheduler (dask scheduler + dask worker --nworkers 2)", 2, True)):
+        out = args.out / f"tp_fleet_{workers}{'_separate' if cluster else ''}"
+        if cluster:
+            with separate_cluster(workers) as (address, _):
+                elapsed = run([*FLEET, *bags, "--out", str(out), "--scheduler", address, *common])
+        else:
+            elapsed = run([*FLEET, *bags, "--out", str(out), "--workers", str(workers), *common])
         with duckdb.connect(str(out / "fleet.duckdb"), read_only=True) as con:
             samples = con.execute("SELECT sum(samples) FROM bags").fetchone()[0]
-        print(f"  liedyn-fleet --workers {workers}: {elapsed:6.1f} s, {samples / elapsed:8,.0f} samples/s")
+        own = replay_seconds(list((out / "bags").iterdir())) / len(bags)
+        print(f"  liedyn-fleet {label:<56} {elapsed:6.1f} s, {samples / elapsed:7,.0f} samples/s, overhead "
+              f"{elapsed * workers / len(bags) - own:5.2f} s a bag (replay {own:.2f} s)", flush=True)
     for jobs in (1, 2):
-        elapsed = run([*REPLAY, *bags, "--out", str(args.out / f"tp_replay_{jobs}"),
-                       "--jobs", str(jobs), *common])
-        print(f"  liedyn-replay --jobs {jobs}:   {elapsed:6.1f} s, {samples / elapsed:8,.0f} samples/s")
+        out = args.out / f"tp_replay_{jobs}"
+        elapsed = run([*REPLAY, *bags, "--out", str(out), "--jobs", str(jobs), *common])
+        own = replay_seconds([p for p in out.iterdir() if p.is_dir()]) / len(bags)
+        print(f"  liedyn-replay --jobs {jobs:<48} {elapsed:6.1f} s, {samples / elapsed:7,.0f} samples/s, overhead "
+              f"{elapsed * jobs / len(bags) - own:5.2f} s a bag (replay {own:.2f} s)", flush=True)
+
+
+def memory(args, rows: list[dict]) -> None:
+    """Peak resident memory of a worker process against bag length: for each length, two bags of
+    arm_0's robot on a fresh `dask worker` process (flat if the replay streams the bag)."""
+    truth = json.loads((args.out / "truth.json").read_text())["arm_0"]
+    arm = Arm(Path(rows[0]["urdf"]), truth["payload"], np.array(truth["coulomb"]), np.array(truth["viscous"]))
+    rng = np.random.default_rng(11)
+    common = ["--urdf", rows[0]["urdf"], "--params", str(args.out / rows[0]["params"]), "--no-plots", "--no-progress"]
+    print("\npeak resident memory of a worker process (VmHWM) against bag length:", flush=True)
+    for seconds in args.memory:
+        folder = args.out / f"mem_{seconds:g}s"
+        folder.mkdir()
+        t = np.arange(int(seconds * RATE)) / RATE
+        for k in range(2):
+            q, qd, tau = arm.recording(t, rng)
+            write_bag(folder / f"bag{k}", T0 + k * 3600 * 10**9 + np.round(t * 1e9).astype(np.int64), arm.names,
+                      q, qd, tau + rng.normal(0, 0.05, tau.shape))
+        size = sum(f.stat().st_size for f in folder.rglob("*.mcap")) / 2 / 2**20
+        with separate_cluster(1) as (address, nannies):
+            elapsed = run([*FLEET, str(folder), "--out", str(folder / "fleet"), "--scheduler", address, *common])
+            peaks = peak_rss_mb(nannies)
+        print(f"  bags of {seconds:5g} s ({len(t):6,} samples, {size:6.2f} MiB): worker peak "
+              f"{', '.join(f'{p:.0f}' for p in peaks)} MiB ({elapsed:.0f} s)", flush=True)
 
 
 if __name__ == "__main__":
