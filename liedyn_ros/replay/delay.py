@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from numpy.typing import NDArray
 
-    from .samples import SampleBlock
+    from .block import SampleBlock
 
 SKIP_REASON = "effort_delay_outside_recording"
 
