@@ -569,7 +569,8 @@ class DynamicsPipeline:
             return None
         else:
             T_wc = contact_frames(self.model, contacts, sample.q, pose, fast=self._warmup is None)
-            A = core.constraint_jacobian(self.model, sample.q, contacts.on(self.model), base_pose=pose)
+            A = core.constraint_jacobian(self.model, sample.q, contacts.on(self.model), base_pose=pose,
+                                         fast=self._warmup is None)
             Av = A @ v
             # The linear rows of each contact: all 3 of a point, the last 3 of a flat contact.
             velocity = np.stack([Av[contacts.rows[i + 1] - 3: contacts.rows[i + 1]] for i in range(contacts.k)])

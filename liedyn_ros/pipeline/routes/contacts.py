@@ -185,7 +185,7 @@ class ContactRoute:
         tau, lam = core.constrained_rnea(model, q, v, a, cs, base_pose=pose, active=active, solution=solution,
                                          tol=np.inf, balance="least_squares", fast=fast)
         tau_b = (core if fast else core.reference).rnea(model, q, v, a, base_pose=pose)[..., :nb]
-        A_b = core.constraint_jacobian(model, q, cs, base_pose=pose)[..., :nb]
+        A_b = core.constraint_jacobian(model, q, cs, base_pose=pose, fast=fast)[..., :nb]
         gap = tau_b - np.einsum("...mi,...m->...i", A_b, lam)
         scale = np.maximum(1.0, np.abs(tau_b).max(axis=-1, initial=0.0))
         return tau[..., nb:], lam, np.abs(gap).max(axis=-1, initial=0.0) > UNBALANCED_RTOL * scale
