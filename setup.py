@@ -25,7 +25,7 @@ setup(
         "matplotlib>=3.5",
         "tqdm>=4.60",
         "ruamel.yaml>=0.17",  # the replay's --params (a node parameter file)
-        "threadpoolctl>=3.0",  # liedyn-excite: BLAS on one thread for its small matrices
+        "threadpoolctl>=3.0",  # liedyn-excite: BLAS on one thread for its small matrices (optional in the code: rosdep has no key)
         "PyYAML>=5.4",  # liedyn-excite's trajectory files, read as ros2 topic pub reads them
     ],
     extras_require={

@@ -22,13 +22,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.optimize
-from threadpoolctl import threadpool_limits
 
 from ...model import Model
 from ..base_parameters import independent_columns
 from ..fit import IdentificationProblem
 from .fourier import FourierTrajectory, at_rest
-from .limits import Limits, effort_bound
+from .limits import Limits, effort_bound, one_blas_thread
 
 __all__ = ["ExcitationProblem", "Excitation", "excitation_problem", "condition_number", "violations",
            "random_fourier", "single_sine", "design_excitation"]
@@ -225,7 +224,7 @@ def design_excitation(problem: ExcitationProblem, *, restarts: int = 2, baseline
 
     BLAS and LAPACK run on one thread meanwhile: on matrices this small (a few hundred rows,
     dozens of columns) their thread pools cost 10-100x the work on a busy machine."""
-    with threadpool_limits(1):
+    with one_blas_thread():
         return _design(problem, restarts, baselines, seed, maxiter)
 
 

@@ -20,11 +20,10 @@ from pathlib import Path
 
 import numpy as np
 from scipy.special import comb
-from threadpoolctl import threadpool_limits
 
 from ...model import Model
 from .design import Excitation
-from .limits import Limits, effort_bound
+from .limits import Limits, effort_bound, one_blas_thread
 
 __all__ = ["TrajectoryRefused", "SampledTrajectory", "trajectory_message", "check_trajectory", "write_trajectory",
            "load_trajectory"]
@@ -63,7 +62,7 @@ def trajectory_message(names, t, q, qd, qdd) -> dict:
 
 def check_trajectory(message, model: Model, limits: Limits, *, efforts: bool = True) -> SampledTrajectory:
     """The points of a JointTrajectory mapping in model order, or TrajectoryRefused (module docstring)."""
-    with threadpool_limits(1):  # small matrices: BLAS threads only cost time
+    with one_blas_thread():  # small matrices: BLAS threads only cost time
         return _checked(message, model, limits, efforts)
 
 

@@ -15,6 +15,7 @@ margin, not a proof: it holds unless tau'' doubles between samples, which on the
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +23,7 @@ import numpy as np
 from ...derivatives import rnea_time_derivatives
 from ...model import Model
 
-__all__ = ["Limits", "excitation_limits", "effort_bound"]
+__all__ = ["Limits", "excitation_limits", "effort_bound", "one_blas_thread"]
 
 
 @dataclass(frozen=True)
@@ -102,3 +103,14 @@ def effort_bound(model: Model, q, derivs, h) -> np.ndarray:
     tau, dtau, ddtau = rnea_time_derivatives(model, q, list(derivs))
     h = np.asarray(h, dtype=float).reshape(-1, 1) if np.ndim(h) else float(h)
     return np.abs(tau) + h / 2 * np.abs(dtau) + h ** 2 / 8 * 2 * np.abs(ddtau).max(0)
+
+
+def one_blas_thread() -> contextlib.AbstractContextManager:
+    """BLAS and LAPACK on one thread meanwhile, where threadpoolctl is installed: on matrices this
+    small their thread pools cost 10-100x the work on a busy machine. Without it (a ROS 2 install
+    by rosdep, which has no key for it) the same numbers, perhaps slower."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(1)
