@@ -34,7 +34,7 @@ from .base import (
     to_pinocchio,
     velocity_from_twist,
 )
-from .collisions import Collision, collision_events, exceeds
+from .collisions import Collision, collision_events
 from .constraints import (
     ConstrainedTerms,
     TermsKernel,
@@ -115,7 +115,6 @@ __all__ = [
     "MomentumObserver",
     "Collision",
     "collision_events",
-    "exceeds",
     "pose_from_position_quaternion",
     "position_quaternion_from_pose",
     "velocity_from_twist",

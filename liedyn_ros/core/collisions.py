@@ -12,9 +12,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .checks import check_vector
-from .fast.spatial import jit
 
-__all__ = ["Collision", "collision_events", "exceeds"]
+__all__ = ["Collision", "collision_events"]
 
 
 class Collision(NamedTuple):
@@ -64,14 +63,3 @@ def collision_events(stamps_ns, r, threshold, *, release: float = 0.5, ongoing: 
             return events, current
         events.append(current._replace(end_ns=int(stamps[end])))
         current, i = None, end
-
-
-@jit
-def exceeds(r, threshold):
-    """Whether some |r_j| > threshold_j, r and threshold (m,) float64: the test that starts an
-    event, for a caller that checks every sample before calling `collision_events` (compiled: a
-    third of the numpy expression's time)."""
-    for j in range(r.shape[0]):
-        if abs(r[j]) > threshold[j]:
-            return True
-    return False

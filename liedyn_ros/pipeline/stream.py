@@ -464,7 +464,8 @@ class DynamicsPipeline:
             external = rest[0, rest.shape[1] - len(external):]
             watched = event_residual(self.model, external, rest[0])
             base = rest[0, :6] if self._floating else None
-        if self.collision is None and not core.exceeds(watched, self._thresholds):
+        # numpy, not a compiled test: a kernel outside the warm-up would compile on the serving thread
+        if self.collision is None and not (np.abs(watched) > self._thresholds).any():
             return external, None, base  # collision_events would find nothing: skip its bookkeeping
         was = self.collision
         _, self.collision = core.collision_events(np.array([sample.stamp_ns]), watched[None], self._thresholds,
