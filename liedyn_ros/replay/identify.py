@@ -25,6 +25,7 @@ import numpy as np
 
 from liedyn_ros.core.identification import Drive, Recorded
 from liedyn_ros.core.identification.fit import IdentificationProblem, IdentificationResult, NormalEquations, identify
+from liedyn_ros.core.identification.plausibility import friction_at_velocity_limit
 from liedyn_ros.core.model import urdf_limit
 from liedyn_ros.pipeline.payload import dynamics_from
 
@@ -192,8 +193,7 @@ class Identifier:
             # (core.identification.plausibility): what the motors delivered, or the identified friction at
             # the URDF velocity limit where that is more (the recording need not have reached it); the
             # low-speed friction is checked against the recording itself below.
-            at_limit = friction.coulomb + np.abs(friction.offset) + friction.viscous * urdf_limit(
-                self.urdf.velocity_limit, 0.0)
+            at_limit = friction_at_velocity_limit(self.urdf, friction)
             section["node_parameters"]["effort_limit"] = np.where(unset, np.maximum(self.max_effort, at_limit),
                                                                   0.0).tolist()
         files = [out / "identification.png"] if plots and len(self.t) else []

@@ -39,7 +39,8 @@ from .drive import PARAMETER_OF, Drive
 from .friction import Friction
 from .parameters import parameter_labels, parameters, pseudo_inertia
 
-__all__ = ["MASS_FACTOR", "PAYLOAD_FACTOR", "ARMATURE_FACTOR", "SCALE_FACTOR", "Recorded", "implausible"]
+__all__ = ["MASS_FACTOR", "PAYLOAD_FACTOR", "ARMATURE_FACTOR", "SCALE_FACTOR", "Recorded", "implausible",
+           "friction_at_velocity_limit"]
 
 MASS_FACTOR = 3.0  # a body's mass may differ from its URDF mass by this factor either way
 PAYLOAD_FACTOR = 1.0  # a payload may weigh up to the robot's moving bodies together
@@ -76,10 +77,17 @@ def implausible(model: Model, *, friction: Friction | None = None, inertial_para
     return problems
 
 
+def friction_at_velocity_limit(model: Model, friction: Friction) -> np.ndarray:
+    """f_c + |f_o| + f_v v_max per joint: the friction torque at the URDF velocity limit (at low
+    speed where the URDF gives none)."""
+    return friction.coulomb + np.abs(friction.offset) + friction.viscous * urdf_limit(model.velocity_limit, 0.0)
+
+
 def _friction(model: Model, friction: Friction, recorded: Recorded | None) -> list[str]:
     out = []
     f_c, f_v, f_o = friction.coulomb, friction.viscous, friction.offset
     limits, speeds = urdf_limit(model.effort_limit), urdf_limit(model.velocity_limit, 0.0)
+    at_limit = friction_at_velocity_limit(model, friction)
     for j, name in enumerate(model.joint_names):
         if f_c[j] < 0 or f_v[j] < 0:
             out.append(f"{name}: negative friction (Coulomb {f_c[j]:.4g}, viscous {f_v[j]:.4g}); both must be >= 0")
@@ -89,8 +97,8 @@ def _friction(model: Model, friction: Friction, recorded: Recorded | None) -> li
         if np.isinf(limit) and (static > 0 or f_v[j] > 0):
             out.append(f"{name}: friction (Coulomb {f_c[j]:.4g}, viscous {f_v[j]:.4g}, offset {f_o[j]:.4g}) cannot be "
                        "checked: the URDF sets no effort limit for this joint; give its effort_limit [N m]")
-        elif static + f_v[j] * speed > limit:
-            out.append(f"{name}: friction torque {static + f_v[j] * speed:.4g} at the URDF velocity limit {speed:.4g} "
+        elif at_limit[j] > limit:
+            out.append(f"{name}: friction torque {at_limit[j]:.4g} at the URDF velocity limit {speed:.4g} "
                        f"(Coulomb {f_c[j]:.4g} + |offset| {abs(f_o[j]):.4g} + viscous {f_v[j]:.4g} x {speed:.4g}) "
                        f"exceeds the effort limit {limit:.4g}")
         elif recorded is not None and static > recorded.max_effort[j] * (1 + 1e-9):
