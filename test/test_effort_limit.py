@@ -1,9 +1,11 @@
 """Joints whose URDF sets no effort limit: friction on them is refused until an ``effort_limit``
 parameter bounds it, the parameter tightens (never loosens) the URDF's limits, the node's
 effort_limit_factor check follows it, and `liedyn-replay --identify` writes the recording's
-largest efforts as that bound, so the file it writes is checked again when it is loaded.
+largest efforts as that bound, so the file it writes is checked again when it is loaded; an
+effort_limit itself is bounded by the robot's weight and size (effort_bound).
 
-References: Pinocchio's parsed effort limits and gravity torques; the recording's own efforts.
+References: Pinocchio's parsed effort limits, gravity torques and frame Jacobians; the recording's
+own efforts; the effort limits of real motors in example-robot-data's URDFs.
 """
 from __future__ import annotations
 
@@ -15,8 +17,11 @@ import pytest
 import yaml
 
 from liedyn_ros import core
+from liedyn_ros.core.identification.plausibility import EFFORT_FACTOR, PAYLOAD_FACTOR, effort_bound
+from liedyn_ros.core.model import urdf_limit
 from liedyn_ros.pipeline import DynamicsPipeline, PipelineConfig
 from liedyn_ros.pipeline.payload import dynamics_from
+from robots import ROBOT_FILES, twin_from_xml, urdf_text
 from test_effort_plausibility import MS, PENDULUM, joint_state
 from test_identification_safety import PANDA, bag_of, replay, summary, synthetic, write_urdf
 
@@ -87,3 +92,68 @@ def test_identified_file_bounds_unlimited_joints_by_the_recorded_efforts(tmp_pat
     tampered.write_text(yaml.safe_dump({"/**": {"ros__parameters": written}}))
     assert replay(bag, urdf, tmp_path / "refused", "--params", str(tampered)) == 2
     assert "panda_joint4: friction torque" in capsys.readouterr().err
+
+
+def _static_loads(model: core.Model, pm: pin.Model, joint_order: list[str], samples: int, seed: int) -> np.ndarray:
+    """Largest |torque| per joint (model order) that Pinocchio computes for the robot's weight in a
+    random direction plus a force of PAYLOAD_FACTOR times that weight on one of its links (a
+    payload, or the ground under a foot), over random configurations, links and directions."""
+    rng = np.random.default_rng(seed)
+    data, g0 = pm.createData(), 9.80665
+    idx_v = np.array([pm.joints[pm.getJointId(name)].idx_v for name in model.joint_names])
+    lower, upper = np.maximum(pm.lowerPositionLimit, -3.0), np.minimum(pm.upperPositionLimit, 3.0)
+    frames = [i for i, f in enumerate(pm.frames) if f.type == pin.FrameType.BODY]
+    worst = np.zeros(model.n)
+    for _ in range(samples):
+        q = pin.randomConfiguration(pm, lower, upper)
+        direction = rng.normal(size=3)
+        direction /= np.linalg.norm(direction)
+        pm.gravity = pin.Motion(np.r_[g0 * direction, 0.0, 0.0, 0.0])
+        gravity = pin.computeGeneralizedGravity(pm, data, q)
+        pin.computeJointJacobians(pm, data, q)
+        pin.updateFramePlacements(pm, data)
+        f = PAYLOAD_FACTOR * model.mass * g0 * direction
+        for frame in frames:
+            J = pin.getFrameJacobian(pm, data, frame, pin.LOCAL_WORLD_ALIGNED)
+            worst = np.maximum(worst, np.abs(gravity + J[:3].T @ f)[idx_v])
+    return worst
+
+
+@pytest.mark.parametrize("name", ["panda", "ur5", "solo12", "talos"])
+def test_effort_bound_exceeds_every_static_load_and_every_real_motor(name: str) -> None:
+    """effort_bound / EFFORT_FACTOR is at least every static torque Pinocchio computes for the
+    robot's weight and a payload-sized force (what the bound claims); the URDF effort limits of
+    real motors (Panda, UR5, Talos datasheets) lie within effort_bound, and the 1000 N m placeholder
+    of the ODRI Solo12 URDF (a 2.5 kg robot with 2.7 N m motors) lies beyond it."""
+    twin = twin_from_xml(urdf_text(name), ROBOT_FILES[name][1])
+    static = effort_bound(twin.model) / EFFORT_FACTOR
+    loads = _static_loads(twin.model, twin.pin_model, twin.joint_order, samples=40, seed=1)
+    assert np.all(loads <= static) and loads.max() > 0.05 * static.max()  # a bound, not a vacuous one
+    limits = urdf_limit(twin.model.effort_limit)
+    assert np.all(np.isfinite(limits))
+    if name == "solo12":
+        assert np.all(limits == 1000.0) and np.all(limits > effort_bound(twin.model))
+    else:
+        assert np.all(limits <= effort_bound(twin.model))
+
+
+def test_an_effort_limit_beyond_the_bound_is_refused_even_with_friction_to_match() -> None:
+    """The gap a consistent tampering left open: effort_limit 1e9 and Coulomb friction 1e4 on a
+    joint the URDF leaves unbounded passed the friction check (1e4 < 1e9); the bound refuses it,
+    naming the joint, and accepts the same file with a motor-sized limit."""
+    unlimited = re.sub(r'effort="[^"]*"', 'effort="0"', PANDA)
+    model = core.load_urdf(unlimited)
+    limit, coulomb = np.full(7, 100.0), np.full(7, 1.0)
+
+    def load() -> object:
+        return dynamics_from(model, {"effort_limit": limit.tolist(), "friction_coulomb": coulomb.tolist(),
+                                     "friction_compensation": True}).friction
+
+    assert load() is not None
+    limit[3], coulomb[3] = 1e9, 1e4
+    with pytest.raises(ValueError, match=r"panda_joint4: effort_limit 1e\+09 exceeds .*unit mistake") as err:
+        load()
+    assert "panda_joint3" not in str(err.value)
+    given = np.full(7, 1e9)  # where the URDF sets a limit, effort_limit only tightens it: nothing to refuse
+    assert np.array_equal(dynamics_from(core.load_urdf(PANDA), {"effort_limit": given.tolist()}).model.effort_limit,
+                          core.load_urdf(PANDA).effort_limit)

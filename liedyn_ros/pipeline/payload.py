@@ -84,6 +84,7 @@ def dynamics_from(model: Any, values: dict[str, Any], recorded: Recorded | None 
     bad = [name for name, x in zip(model.joint_names, limit) if not (np.isfinite(x) and x >= 0)]
     if bad:
         raise ValueError(f"effort_limit: must be finite and >= 0 (0: the URDF's) for {bad}")
+    problems = implausible(model, effort_limit=limit)
     urdf = model = model.with_effort_limit(limit) if limit.any() else model
     pi = np.asarray(get["inertial_parameters"], dtype=np.float64).reshape(-1)
     corrected = not (pi.size == 1 and pi[0] == 0.0)
@@ -107,7 +108,7 @@ def dynamics_from(model: Any, values: dict[str, Any], recorded: Recorded | None 
     except (TypeError, ValueError) as exc:
         raise ValueError(str(exc) if str(exc).startswith("friction_") else f"friction_{exc}") from None
     drive = drive_from(get, model.joint_names)
-    problems = implausible(urdf, friction=friction, inertial_parameters=pi if corrected else None,
+    problems += implausible(urdf, friction=friction, inertial_parameters=pi if corrected else None,
                            payload_mass=float(get["payload_mass"]) if link else None, recorded=recorded,
                            drive=drive)
     if problems:

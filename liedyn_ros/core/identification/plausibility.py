@@ -26,7 +26,13 @@ or the replay's --params loads them:
 - everything finite.
 Friction on a joint without an effort limit (absent, zero or infinite in the URDF, and no
 ``effort_limit`` parameter: Model.with_effort_limit) is refused: nothing could bound it. Other
-unset limits bound nothing.
+unset limits bound nothing. An ``effort_limit`` given for such a joint (by hand, or written by
+`liedyn-replay --identify friction`) is itself bounded by the model (effort_bound): at most
+EFFORT_FACTOR times the torque of the robot's weight and the largest payload, (1 + PAYLOAD_FACTOR)
+m g, at the robot's largest extent (the force alone on a prismatic joint). No static load on any
+joint of the robot in any configuration, a legged robot on one foot included, exceeds m g times
+the longest path through the tree, and EFFORT_FACTOR leaves room for accelerations of several g:
+so a value beyond it is a unit mistake or a tampered file (1e9), never a motor.
 """
 from __future__ import annotations
 
@@ -39,13 +45,15 @@ from .drive import PARAMETER_OF, Drive
 from .friction import Friction
 from .parameters import parameter_labels, parameters, pseudo_inertia
 
-__all__ = ["MASS_FACTOR", "PAYLOAD_FACTOR", "ARMATURE_FACTOR", "SCALE_FACTOR", "Recorded", "implausible",
-           "friction_at_velocity_limit"]
+__all__ = ["MASS_FACTOR", "PAYLOAD_FACTOR", "ARMATURE_FACTOR", "SCALE_FACTOR", "EFFORT_FACTOR", "Recorded",
+           "implausible", "friction_at_velocity_limit", "effort_bound"]
 
 MASS_FACTOR = 3.0  # a body's mass may differ from its URDF mass by this factor either way
 PAYLOAD_FACTOR = 1.0  # a payload may weigh up to the robot's moving bodies together
 ARMATURE_FACTOR = 10.0  # armature up to this times the largest diagonal entry of the URDF's M
 SCALE_FACTOR = 3.0  # an identified torque constant within this factor of the one replayed with
+EFFORT_FACTOR = 10.0  # effort_limit up to this times the static torque bound of effort_bound
+STANDARD_GRAVITY = 9.80665  # the weight that sizes a robot's motors, whatever model.gravity is
 MIN_SCALE, MAX_SCALE = 1e-6, 1e6  # |torque constant|, |transmission entries|, its condition number
 _PSD_TOL = 1e-9  # pseudo-inertia eigenvalues, relative to the largest
 
@@ -61,10 +69,13 @@ class Recorded:
 
 def implausible(model: Model, *, friction: Friction | None = None, inertial_parameters: np.ndarray | None = None,
                 payload_mass: float | None = None, recorded: Recorded | None = None,
-                drive: Drive | None = None) -> list[str]:
+                drive: Drive | None = None, effort_limit: np.ndarray | None = None) -> list[str]:
     """What is implausible in the given values for `model` (the URDF's), each naming the joint or
-    body and the bound; empty when all is plausible."""
+    body and the bound; empty when all is plausible. `effort_limit` (n,) is the parameter as given
+    (0: the URDF's), checked where the URDF sets none."""
     problems: list[str] = []
+    if effort_limit is not None:
+        problems += _effort_limit(model, np.asarray(effort_limit, dtype=float))
     if drive is not None:
         problems += _drive(model, drive, None if recorded is None else recorded.drive)
     if friction is not None:
@@ -81,6 +92,40 @@ def friction_at_velocity_limit(model: Model, friction: Friction) -> np.ndarray:
     """f_c + |f_o| + f_v v_max per joint: the friction torque at the URDF velocity limit (at low
     speed where the URDF gives none)."""
     return friction.coulomb + np.abs(friction.offset) + friction.viscous * urdf_limit(model.velocity_limit, 0.0)
+
+
+def effort_bound(model: Model) -> np.ndarray:
+    """EFFORT_FACTOR (1 + PAYLOAD_FACTOR) m g D per joint (N m; without D on a prismatic joint, N):
+    the largest effort_limit a joint the URDF leaves unbounded may be given. m is the robot's mass,
+    g standard gravity and D the longest path through the kinematic tree: body origins (M_i, and
+    the offset of a revolute axis, S_i's linear part), centres of mass and every URDF link frame.
+    Any two points of the robot are at most D apart in every configuration, so no weight or
+    contact force of the size of the robot's weight has a longer lever about any joint axis."""
+    nb = model.nb
+    leaves = np.zeros(nb + 1)  # longest offset to a centre of mass or link frame; [-1]: the root
+    for body, T in model.link_frames.values():
+        leaves[body] = max(leaves[body], float(np.linalg.norm(T[:3, 3])))
+    for body, J in [*enumerate(model.J), (-1, model.J_base)]:
+        if J[5, 5] > 0:  # J = [[., m [c]], [., m 1]]: the centre of mass c
+            c = np.array([J[2, 4], J[0, 5], J[1, 3]]) / J[5, 5]
+            leaves[body] = max(leaves[body], float(np.linalg.norm(c)))
+    edge = np.linalg.norm(model.M[:, :3, 3], axis=1) + np.linalg.norm(model.S[:, 3:], axis=1)
+    down = leaves.copy()  # longest path from each body's origin into its subtree
+    second = np.zeros(nb + 1)  # the longest through another child (or leaf), for paths turning here
+    for i in range(nb - 1, -1, -1):  # parent[i] < i: children come first
+        p, reach = model.parent[i], edge[i] + down[i]
+        down[p], second[p] = (reach, down[p]) if reach > down[p] else (down[p], max(second[p], reach))
+    D = float(np.max(down + second))
+    revolute = np.linalg.norm(model.S[model.leader_bodies, :3], axis=1) > 0
+    weight = (1 + PAYLOAD_FACTOR) * model.mass * STANDARD_GRAVITY
+    return EFFORT_FACTOR * weight * np.where(revolute, D, 1.0)
+
+
+def _effort_limit(model: Model, limit: np.ndarray) -> list[str]:
+    unset, bound = np.isinf(urdf_limit(model.effort_limit)), effort_bound(model)
+    return [f"{name}: effort_limit {limit[j]:.4g} exceeds {bound[j]:.4g}, {EFFORT_FACTOR:g} x the robot's weight "
+            f"with the largest payload at its full extent (core.identification.plausibility.effort_bound): a unit "
+            "mistake, not a motor" for j, name in enumerate(model.joint_names) if unset[j] and limit[j] > bound[j]]
 
 
 def _friction(model: Model, friction: Friction, recorded: Recorded | None) -> list[str]:
