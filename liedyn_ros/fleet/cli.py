@@ -18,11 +18,12 @@ from tqdm import tqdm
 
 from liedyn_ros.replay import ReplayError, ReplayOptions
 from liedyn_ros.replay import cli as replay_cli
+from liedyn_ros.replay import outdir
 
 from . import analysis, identification, store
 from .report import write_report
 from .discover import BagEntry, discover
-from .tasks import BagRows, BagTask, error_rows, make_task, run_bag
+from .tasks import BagRows, BagTask, error_rows, make_task, merge_pieces, piece_tasks, run_bag, split, unsplit
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         elif action.dest == "jobs":
             action.help = argparse.SUPPRESS
     p.add_argument("--manifest", type=Path, metavar="FILE",
-                   help="CSV with columns bag,robot and optional urdf,params,time,identify (paths relative to it)")
+                   help="CSV with columns bag,robot and optional urdf,params,time,identify,split_seconds (paths "
+                   "relative to it)")
     p.add_argument("--robot-pattern", metavar="REGEX",
                    help="the robot id is the first group of REGEX searched in the bag's path "
                    "(default: the bag's parent directory name)")
@@ -50,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--period", choices=identification.PERIODS, default="week",
                    help="with --identify: one pooled fit per robot and period of the bags' start (UTC) "
                    "(default %(default)s)")
+    p.add_argument("--split-seconds", type=float, metavar="S",
+                   help="cut each bag lasting 2 S or more into pieces of S seconds (the last up to 2 S), each a "
+                   "task of its own, merged into the bag's one set of rows: for a few long bags on many workers "
+                   "(default: off, every bag one task; docs/fleet.md, 'Long bags')")
     return p
 
 
@@ -71,9 +77,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ReplayError("--jobs is liedyn-replay's; give --workers N")
         if args.workers < 1:
             raise ReplayError(f"--workers must be >= 1, got {args.workers}")
+        if args.split_seconds is not None and not 0 < args.split_seconds < float("inf"):
+            raise ReplayError(f"--split-seconds must be a positive number of seconds, got {args.split_seconds}")
+        if args.split_seconds is not None and (args.start is not None or args.end is not None):
+            raise ReplayError("--split-seconds cuts whole bags: give it without --start/--end")
         entries = discover(args.bags, args.manifest, args.robot_pattern)
         options = replay_cli.options_from_args(args, args.out, progress=False)
-        run = run_fleet(entries, args.out, options, args.scheduler, args.workers, not args.no_progress, args.period)
+        run = run_fleet(entries, args.out, options, args.scheduler, args.workers, not args.no_progress, args.period,
+                        args.split_seconds)
     except (ReplayError, OSError) as err:  # a message, never a traceback
         print(f"liedyn-fleet: error: {err}", file=sys.stderr)
         return 2
@@ -89,12 +100,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run_fleet(entries: Sequence[BagEntry], out: Path, options: ReplayOptions, scheduler: str | None = None,
-              workers: int = 2, progress: bool = True, period: str = "week") -> FleetRun:
-    """Replays the bags new or changed since the last run into `out`, then the analysis and the store."""
+              workers: int = 2, progress: bool = True, period: str = "week", split_seconds: float | None = None
+              ) -> FleetRun:
+    """Replays the bags new or changed since the last run into `out` (those lasting 2 x
+    `split_seconds` or more cut into pieces), then the analysis and the store."""
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     stored = store.stored_keys(out)
     tasks = [make_task(entry, out, options) for entry in entries]
+    for k, task in enumerate(tasks):  # the manifest's split_seconds over the command line's
+        seconds = split_seconds if task.entry.split_seconds is None else task.entry.split_seconds
+        if seconds:
+            tasks[k] = split(task, seconds)
     todo = [t for t in tasks if stored.get(str(t.entry.path)) != t.key]
     failed = 0
     if todo:
@@ -138,14 +155,51 @@ def _client(scheduler: str | None, workers: int) -> Iterator[Client]:
 
 
 def _replayed(client: Client, tasks: Sequence[BagTask], progress: bool) -> Iterator[tuple[BagTask, BagRows]]:
-    """Each task's rows as it completes; a task whose worker died twice (retries=1) is an error row."""
-    futures = {client.submit(run_bag, task, key=f"bag-{task.name}-{task.key[:16]}", retries=1): task
-               for task in tasks}
+    """Each bag's rows as it completes; a task whose worker died twice (retries=1) is an error row.
+    A bag cut into pieces is done when its last piece is, its rows merged (tasks.merge_pieces);
+    when a piece failed, the bag is replayed whole instead."""
+    futures: dict[Any, tuple[BagTask, int | None]] = {}
+    for task in tasks:
+        if not task.pieces:
+            futures[client.submit(run_bag, task, key=f"bag-{task.name}-{task.key[:16]}", retries=1)] = (task, None)
+            continue
+        try:
+            outdir.claim(task.options.out)
+            parts = piece_tasks(task)
+        except ReplayError as err:
+            yield task, error_rows(task, str(err))
+            continue
+        for k, piece in enumerate(parts):
+            futures[client.submit(run_bag, piece, key=f"bag-{task.name}-{task.key[:16]}-{k}", retries=1)] = (task, k)
     if progress:
         print(f"dashboard: {client.dashboard_link}", file=sys.stderr)
-    for future in tqdm(as_completed(futures), total=len(futures), unit="bag", disable=not progress):
-        task = futures[future]
+    pieces: dict[str, dict[int, BagRows]] = {}
+    done = as_completed(futures)
+    bar = tqdm(total=len(futures), unit="task", disable=not progress)
+    for future in done:
+        bar.update()
+        task, index = futures[future]
         try:
-            yield task, future.result()
+            rows = future.result()
         except Exception as err:  # noqa: BLE001 -- KilledWorker and the like: that bag's row, the run goes on
-            yield task, error_rows(task, f"{type(err).__name__}: {err}")
+            rows = error_rows(task, f"{type(err).__name__}: {err}")
+        if index is None:
+            yield task, rows
+            continue
+        got = pieces.setdefault(task.name, {})
+        got[index] = rows
+        if len(got) < len(task.pieces):
+            continue
+        try:
+            merged = merge_pieces(task, [got[i] for i in range(len(task.pieces))])
+        except (OSError, ValueError, KeyError) as err:
+            merged = error_rows(task, f"merging its pieces: {type(err).__name__}: {err}")
+        if merged is None:  # a piece failed or met damage: the bag replayed whole gives its rows
+            whole = unsplit(task)
+            future = client.submit(run_bag, whole, key=f"bag-{task.name}-{task.key[:16]}-whole", retries=1)
+            futures[future] = (whole, None)
+            done.add(future)
+            bar.total += 1
+            continue
+        yield task, merged
+    bar.close()

@@ -24,6 +24,7 @@ class BagEntry:
     params: Path | None = None
     time: str | None = None  # the manifest's time column, as written
     identify: tuple[tuple[str, ...], ...] | None = None  # the manifest's identify column, over --identify
+    split_seconds: float | None = None  # the manifest's split_seconds column, over --split-seconds (0: whole)
 
 
 def bag_paths(inputs: Sequence[Path]) -> list[Path]:
@@ -92,11 +93,25 @@ def _robot_from_path(path: Path, pattern: re.Pattern[str] | None, text: str | No
     return match.group(1)
 
 
+def _seconds(value: str | None, where: str) -> float | None:
+    """A manifest's split_seconds: None when empty, else a number of seconds >= 0 (0: whole)."""
+    if not value or not value.strip():
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise ReplayError(f"{where}: split_seconds must be a number of seconds >= 0 (0: whole), got {value!r}")
+    return seconds
+
+
 def read_manifest(manifest: Path) -> dict[Path, BagEntry]:
-    """CSV with columns bag, robot and optionally urdf, params, time, identify; relative paths are
-    taken from the manifest's directory (so a manifest moves with its bags). identify: the bag's
-    --identify targets separated by ';', e.g. "friction; payload tool0" (a fleet of several kinds
-    of robot: each its payload link)."""
+    """CSV with columns bag, robot and optionally urdf, params, time, identify, split_seconds;
+    relative paths are taken from the manifest's directory (so a manifest moves with its bags).
+    identify: the bag's --identify targets separated by ';', e.g. "friction; payload tool0" (a
+    fleet of several kinds of robot: each its payload link). split_seconds: the bag's
+    --split-seconds (0: replayed whole; empty: the command line's)."""
     try:
         with manifest.open(newline="") as f:
             rows = list(csv.DictReader(f))
@@ -117,5 +132,6 @@ def read_manifest(manifest: Path) -> dict[Path, BagEntry]:
             raise ReplayError(f"--manifest {manifest}, line {line}: bag and robot must not be empty")
         targets = tuple(tuple(t.split()) for t in (row.get("identify") or "").split(";") if t.strip())
         entries[bag] = BagEntry(bag, row["robot"], path(row.get("urdf")), path(row.get("params")),
-                                row.get("time") or None, targets or None)
+                                row.get("time") or None, targets or None,
+                                _seconds(row.get("split_seconds"), f"--manifest {manifest}, line {line}"))
     return entries

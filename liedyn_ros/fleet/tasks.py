@@ -3,22 +3,32 @@
 A task runs `liedyn_ros.replay.replay` with the options `liedyn-replay` would use for the bag,
 so the per-bag numbers are those of replaying it alone; its rows are read from the summary.json
 that replay wrote. A bag whose replay fails returns an error row instead, so the others go on.
+
+With --split-seconds S a bag longer than 2 S is cut by time into pieces of S (the last up to
+2 S), each a task of its own (replay.Piece: a warm-up before its cut, events from the cut) into
+DIR/bags/<name>/piece-NNN/; `merge_pieces` then makes of their summaries one summary.json, one
+equations.pkl and one set of rows, as of the bag replayed whole (docs/fleet.md, "Long bags").
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
+import math
+import pickle
+import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from liedyn_ros.replay import ReplayError, ReplayOptions, replay
-from liedyn_ros.replay import outdir
-from liedyn_ros.replay.run import replay_parameters
+from liedyn_ros.replay import ReplayError, ReplayOptions, outdir, replay
+from liedyn_ros.replay.bagio import BagSet
+from liedyn_ros.replay.run import Piece, replay_parameters
 
 from .discover import BagEntry
-from .identification import save_equations
+from .identification import EQUATIONS, save_equations
 
 EDGE_BYTES = 1 << 20  # the content key reads this much at each end of each file
 STAMPS_CSV = "feedforward_torque.csv"  # one row per processed sample, stamp first: its last row ends the bag
@@ -30,6 +40,7 @@ class BagTask:
     key: str  # content_key of the bag when the task was made
     name: str  # DIR/bags/<name>/
     options: ReplayOptions
+    pieces: tuple[Piece, ...] = ()  # the bag cut by time (split): one task each; (): replayed whole
 
 
 class BagRows(NamedTuple):
@@ -85,6 +96,44 @@ def _key(path: Path, options: ReplayOptions) -> str:
     return digest.hexdigest()
 
 
+def split(task: BagTask, seconds: float) -> BagTask:
+    """The task cut into pieces of `seconds` (the last up to twice that) when the bag lasts at least
+    twice as long (its receive times' span); its key then says so (a re-run with another
+    --split-seconds replays it again). A bag that cannot be opened, or only by salvage, stays whole."""
+    try:
+        with BagSet([task.entry.path]) as bags:
+            if any(bag.salvaged for bag in bags.bags):
+                return task
+            duration = max(bag.reader.duration for bag in bags.bags) * 1e-9
+    except Exception:  # noqa: BLE001 -- the whole bag's replay says what is wrong with it
+        return task
+    count = int(duration // seconds)
+    if count < 2:
+        return task
+    cuts = [None] + [k * seconds for k in range(1, count)] + [None]
+    pieces = tuple(Piece(a, b) for a, b in itertools.pairwise(cuts))
+    key = hashlib.sha256(f"{task.key}\0split {seconds!r}".encode()).hexdigest()
+    return dataclasses.replace(task, key=key, pieces=pieces)
+
+
+def piece_tasks(task: BagTask) -> list[BagTask]:
+    """One task per piece, replayed into DIR/bags/<name>/piece-NNN/ (DIR/bags/<name>/ claimed
+    first, replay.outdir.claim: an earlier replay's or merge's files cleared)."""
+    return [dataclasses.replace(task, options=dataclasses.replace(task.options, out=_piece_dir(task, k), piece=piece),
+                                pieces=()) for k, piece in enumerate(task.pieces)]
+
+
+def unsplit(task: BagTask) -> BagTask:
+    """The bag's task replayed whole, its pieces' directories removed (a replay claims DIR/bags/<name>/)."""
+    for k in range(len(task.pieces)):
+        shutil.rmtree(_piece_dir(task, k), ignore_errors=True)
+    return dataclasses.replace(task, pieces=())
+
+
+def _piece_dir(task: BagTask, k: int) -> Path:
+    return task.options.out / f"piece-{k:03d}"
+
+
 def run_bag(task: BagTask) -> BagRows:
     """The task on a worker: replay the bag, return its rows (an error row if it fails)."""
     try:
@@ -106,10 +155,11 @@ def error_rows(task: BagTask, message: str) -> BagRows:
     return BagRows(_bag_row(task, status="error", error=message), [])
 
 
-def summary_rows(task: BagTask, summary: dict[str, Any]) -> BagRows:
-    """The rows of a replay's summary.json."""
+def summary_rows(task: BagTask, summary: dict[str, Any], stamps_csv: Path | None = None) -> BagRows:
+    """The rows of a replay's summary.json (`stamps_csv`: the CSV whose last row ends the bag,
+    by default the replay's own)."""
     bag = _bag_row(task, status="ok", start_ns=summary["first_stamp_ns"],
-                   end_ns=_last_stamp(task.options.out / STAMPS_CSV), samples=summary["samples"],
+                   end_ns=_last_stamp(stamps_csv or task.options.out / STAMPS_CSV), samples=summary["samples"],
                    salvaged=bool(summary.get("salvage")))
     events: dict[str, int] = {}
     for event in summary["collisions"]:
@@ -141,3 +191,96 @@ def _last_stamp(csv_path: Path) -> int | None:
         f.seek(max(0, f.tell() - 65536))
         last = f.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
     return None if last.startswith(b"stamp_ns") else int(last.split(b",", 1)[0])
+
+
+def merge_pieces(task: BagTask, rows: Sequence[BagRows]) -> BagRows | None:
+    """The rows of the bag from its pieces' (in order), and its summary.json and equations.pkl in
+    DIR/bags/<name>/, as of the bag replayed whole; None when a piece failed or was salvaged
+    (the bag is then replayed whole)."""
+    if any(r.bag["status"] != "ok" or r.bag["salvaged"] for r in rows):
+        return None
+    folders = [_piece_dir(task, k) for k in range(len(task.pieces))]
+    summaries = [json.loads((f / "summary.json").read_text()) for f in folders]
+    summary = merge_summaries(summaries)
+    summary["pieces"] = [{"folder": f.name, "start_ns": s["piece"]["start_ns"], "end_ns": s["piece"]["end_ns"],
+                          "samples": s["samples"], "elapsed_s": s["elapsed_s"]} for f, s in zip(folders, summaries)]
+    (task.options.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    saved = [f / EQUATIONS for f in folders]
+    if all(path.is_file() for path in saved):
+        parts = [pickle.loads(path.read_bytes()) for path in saved]
+        pooled = parts[0]["identifier"]
+        for part in parts[1:]:
+            pooled.merge(part["identifier"])  # the normal equations summed
+        save_equations(task.options.out, pooled, parts[0]["payload_label"])
+    outdir.record(task.options.out)  # a later whole replay into it clears the pieces too
+    return summary_rows(task, summary, folders[-1] / STAMPS_CSV)
+
+
+def merge_summaries(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One bag's summary from its pieces' (in time order): counts and extremes added up, RMS and
+    means weighted by their counts, the events joined across the cuts (merge_events), the
+    contacts' counts added, the hints and problems of every piece, each once."""
+    first = parts[0]
+    joints = {name: {key: stat if key == "type" else _merge_stat([p["joints"][name][key] for p in parts])
+                     for key, stat in row.items()}
+              for name, row in first["joints"].items()}
+    merged = {"samples": sum(p["samples"] for p in parts), "first_stamp_ns": first["first_stamp_ns"],
+              "joints": joints, "external_torque_observer": first["external_torque_observer"],
+              "collisions": merge_events(parts),
+              "hints": _each_once(h for p in parts for h in p["hints"]),
+              "problems": _each_once(m for p in parts for m in p["problems"]),
+              "elapsed_s": sum(p["elapsed_s"] for p in parts)}
+    if "contacts" in first:
+        merged["contacts"] = {
+            "links": {link: {key: sum(p["contacts"]["links"][link][key] for p in parts) for key in counts}
+                      for link, counts in first["contacts"]["links"].items()},
+            "unbalanced_samples": sum(p["contacts"]["unbalanced_samples"] for p in parts)}
+    return merged
+
+
+def _merge_stat(stats: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """summary.Running's statistics of consecutive pieces as of one pass over all: RMS from the
+    sums of squares (count x RMS^2), the mean from the sums, the largest magnitude."""
+    counted = [s for s in stats if s["count"]]
+    n = sum(s["count"] for s in counted)
+    if not n:
+        return {"count": 0, "rms": None, "mean": None, "max_abs": None}
+    return {"count": n, "rms": math.sqrt(sum(s["count"] * s["rms"] ** 2 for s in counted) / n),
+            "mean": sum(s["count"] * s["mean"] for s in counted) / n,
+            "max_abs": max(s["max_abs"] for s in counted)}
+
+
+def merge_events(parts: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The collision events of consecutive pieces as of one pass over all. Each piece looks for
+    events from its cut on, with its observer warmed up; an event still open at a piece's end
+    goes on in the whole replay until the first sample of the next pieces with every watched
+    coordinate below the release (its "piece" first_quiet_ns), and the next piece's own event
+    that starts before that sample is the same event (it ends there too): joined, its peak the
+    larger against the thresholds, its start and kind the first piece's."""
+    merged: list[dict[str, Any]] = []
+    open_event: dict[str, Any] | None = None
+    for part in parts:
+        events = list(part["collisions"])
+        threshold = part["piece"]["thresholds"]
+        if open_event is not None:
+            quiet = part["piece"]["first_quiet_ns"]
+            while events and (quiet is None or events[0]["start_ns"] < quiet):
+                event = events.pop(0)
+                if abs(event["peak"]) / threshold[event["joint"]] > abs(open_event["peak"]) / threshold[open_event["joint"]]:
+                    open_event = open_event | {"joint": event["joint"], "peak": event["peak"]}
+            if quiet is None:  # above the release all through this piece: it goes on into the next
+                continue
+            merged.append(open_event | {"end_ns": quiet})
+            open_event = None
+        if events and events[-1]["end_ns"] is None:
+            open_event = events.pop()
+        merged += events
+    return merged + ([open_event] if open_event is not None else [])
+
+
+def _each_once(items: Any) -> list[Any]:
+    out: list[Any] = []
+    for item in items:
+        if item not in out:
+            out.append(item)
+    return out

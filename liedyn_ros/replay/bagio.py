@@ -88,12 +88,12 @@ class BagSource:
         found = [s.salvage for s in storages if getattr(s, "salvage", None) is not None]
         return found + ([self.shortfall] if self.shortfall is not None else [])
 
-    def messages(self, topics: Collection[str]) -> Iterator[RawMessage]:
-        """Messages on `topics` in receive order. When the reader fails on the way, the rest
-        comes from a salvage reader, from where the failure was."""
+    def messages(self, topics: Collection[str], start_ns: int | None = None) -> Iterator[RawMessage]:
+        """Messages on `topics` in receive order, from receive time `start_ns` on (None: all). When
+        the reader fails on the way, the rest comes from a salvage reader, from where the failure was."""
         seen = _Position()
         try:
-            for raw in self._read(topics):
+            for raw in self._read(topics, start_ns):
                 seen.passed(raw)
                 yield raw
         except Exception as err:  # noqa: BLE001 - any storage failure means damage here
@@ -101,16 +101,16 @@ class BagSource:
                 self.problems.append(f"{self.path}: damaged after {seen.count} messages on {sorted(topics)}; "
                                      f"kept what came before ({type(err).__name__}: {err})")
                 return
-            yield from self._resume(topics, seen)
+            yield from self._resume(topics, seen, start_ns)
             return
-        if not self.salvaged and not self.salvages():
+        if not self.salvaged and not self.salvages() and start_ns is None:  # a seek reads fewer by design
             self._count_check(topics, seen.topics)
 
-    def _resume(self, topics: Collection[str], seen: _Position) -> Iterator[RawMessage]:
+    def _resume(self, topics: Collection[str], seen: _Position, start_ns: int | None) -> Iterator[RawMessage]:
         """The salvage reader's messages after those given; those it has before that point
         beyond the ones given are messages the failed reader never gave: lost, counted."""
         before = 0
-        for raw in self._read(topics):
+        for raw in self._read(topics, start_ns):
             if seen.after(raw.receive_ns):
                 yield raw
             else:
@@ -133,10 +133,10 @@ class BagSource:
                                      lost_at_least=max(0, missed) + max(0, nowhere),
                                      cause="the reader skipped messages it could not read")
 
-    def _read(self, topics: Collection[str]) -> Iterator[RawMessage]:
+    def _read(self, topics: Collection[str], start_ns: int | None = None) -> Iterator[RawMessage]:
         conns = [c for c in self.connections(topics) if c.msgtype not in self.undecodable]
         if conns:
-            for conn, stamp, data in self.reader.messages(connections=conns):
+            for conn, stamp, data in self.reader.messages(connections=conns, start=start_ns):
                 yield RawMessage(conn.topic, conn.msgtype, stamp, data, self)
 
     def _format(self) -> str:
@@ -268,15 +268,17 @@ class IndexedMcapReader(McapReader):
         self._accounted: set[int] = set()    # chunks whose loss is in `salvage`
 
     def messages(self, connections: Any, start: int | None = None, stop: int | None = None) -> Any:
-        if not self.chunks or start is not None or stop is not None:
+        if not self.chunks or stop is not None:
             yield from super().messages(connections, start, stop)
             return
         wanted = {c.id: c for c in connections}
+        # From `start` on (a seek, liedyn-fleet's pieces of a bag): the chunks that end before it are not read.
         sources = [self._chunk_messages(chunk, wanted) for chunk in self.chunks
-                   if any(chunk.channel_count.get(cid, 0) for cid in wanted)]
+                   if any(chunk.channel_count.get(cid, 0) for cid in wanted)
+                   and (start is None or chunk.message_end_time >= start)]
         # Ties in log time between chunks go by chunk offset (never equal), as in rosbags.
         for log_time, _, conn, data in heapq.merge(*sources):
-            if conn is not None:
+            if conn is not None and (start is None or log_time >= start):
                 yield conn, log_time, data
 
     def _chunk_messages(self, chunk: Any, wanted: dict[int, Connection]) -> Iterator[tuple[int, int, Connection | None, bytes]]:
@@ -465,9 +467,9 @@ class BagSet:
     def message_count(self, topics: Collection[str]) -> int:
         return sum(c.msgcount for bag in self.bags for c in bag.connections(topics))
 
-    def messages(self, topics: Collection[str]) -> Iterator[RawMessage]:
-        """Messages on `topics` from every bag, merged by receive time."""
-        streams = [bag.messages(topics) for bag in self.bags]
+    def messages(self, topics: Collection[str], start_ns: int | None = None) -> Iterator[RawMessage]:
+        """Messages on `topics` from every bag, merged by receive time, from `start_ns` on (None: all)."""
+        streams = [bag.messages(topics, start_ns) for bag in self.bags]
         if len(streams) == 1:
             return streams[0]  # nothing to merge; heapq.merge costs a microsecond per message
         return heapq.merge(*streams, key=lambda m: m.receive_ns)

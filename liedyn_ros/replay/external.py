@@ -101,6 +101,12 @@ class ExternalTorque:
         self.ongoing: core.Collision | None = None
         self.at_limit: dict[int, int] = {}  # event start_ns: samples of the event with a joint at a limit
         self.command_starts: list[int] = []  # stamps of the first effort after samples without one
+        # A piece of a bag (run.Piece): events are looked for on the samples stamped in [detect) only
+        # (the observer runs on the warm-up before it); first_quiet_ns, the first of those with every
+        # watched coordinate below the release, is where an event open at the cut in the whole
+        # bag's replay ends. None: everywhere.
+        self.detect: tuple[int, int] | None = None
+        self.first_quiet_ns: int | None = None
         self._continuing = False  # the last sample seen had an effort: the next block goes on from it
 
     def add(self, block: SampleBlock, active: NDArray[np.bool_] | None = None) -> NDArray[np.float64]:
@@ -148,7 +154,14 @@ class ExternalTorque:
                     assert self.base_wrench is not None
                     self.base_wrench[rows] = rest[:, :6]
                 watched = event_residual(self.model, out[rows], rest)
-            done, self.ongoing = core.collision_events(block.stamp_ns[rows], watched, self._watched,
+            stamps = block.stamp_ns[rows]
+            if self.detect is not None:
+                inside = (stamps >= self.detect[0]) & (stamps < self.detect[1])
+                stamps, watched = stamps[inside], watched[inside]
+                quiet = np.flatnonzero((np.abs(watched) < self.settings.release * self._watched).all(axis=1))
+                if self.first_quiet_ns is None and len(quiet):
+                    self.first_quiet_ns = int(stamps[quiet[0]])
+            done, self.ongoing = core.collision_events(stamps, watched, self._watched,
                                                       release=self.settings.release, ongoing=self.ongoing)
             self.events += done
             self._count_limits(block.stamp_ns[rows], block.q[rows], block.v[rows], done, self.ongoing)

@@ -35,7 +35,7 @@ from .accel import SavgolSettings, StreamingDifferentiator
 from .bagio import BagSet
 from . import outdir
 from .errors import ReplayError
-from .external import ExternalTorque, ObserverSettings, joints_at_limit
+from .external import COMMAND_STEP_TIME_CONSTANTS, ExternalTorque, ObserverSettings, joints_at_limit
 from .identify import FIT_ALL, MIN_SPEED, VALIDATE_ALL, Identifier, parse_targets, survey
 from .outputs import OutputWriter
 from .plots import PlotRecorder
@@ -50,6 +50,34 @@ if TYPE_CHECKING:
 ROBOT_DESCRIPTION_TOPIC = "/robot_description"
 DEFAULT_ODOM_TOPIC = "/odom"
 PREPARE_NOTICE_S = 3.0  # a warm start loads the cached kernels well within this
+# A piece of a bag (Piece): the observer's warm-up makes its estimate at the cut that of the whole
+# bag's replay to within PIECE_TOLERANCE of the estimate where the warm-up began (it decays as
+# exp(-K t), core.observer); PIECE_STREAM_S more for the stream's own state (the derivative's
+# window, the stamp checks, the latest effort and odometry); reading starts PIECE_SLACK_S earlier
+# again in receive time, for the receive times' lag behind the stamps.
+PIECE_TOLERANCE, PIECE_STREAM_S, PIECE_SLACK_S = 1e-9, 0.5, 1.0
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A bag's samples stamped in [start_s, end_s) s after its first joint state message's stamp
+    (None: from its start, to its end), replayed as one piece of several (liedyn-fleet
+    --split-seconds). The pieces of a bag together give its samples exactly once. Before
+    start_s a warm-up (`Piece.warmup_s`) runs through the dynamics and the observer only, so
+    that the observer's estimate at the cut is the whole replay's; events are looked for from
+    start_s (summary.json's "piece" says where an event open at the cut ends: first_quiet_ns);
+    reading stops 5 / K after end_s (the `limit` kind of an event starting at the end)."""
+
+    start_s: float | None
+    end_s: float | None
+
+    def __post_init__(self) -> None:
+        if self.start_s is not None and self.end_s is not None and not self.start_s < self.end_s:
+            raise ReplayError(f"a piece from {self.start_s} s must end after it, not at {self.end_s} s")
+
+    @staticmethod
+    def warmup_s(gain: float) -> float:
+        return math.log(1 / PIECE_TOLERANCE) / gain + PIECE_STREAM_S
 
 
 @dataclass(frozen=True)
@@ -79,6 +107,7 @@ class ReplayOptions:
     end_s: float | None = None
     params: Path | None = None
     contact_state_topic: str = "/contact_state"
+    piece: Piece | None = None  # one piece of the bag (liedyn-fleet --split-seconds); None: all of it
 
     def __post_init__(self) -> None:
         if self.acceleration_source not in ("estimated", "zero"):
@@ -94,6 +123,10 @@ class ReplayOptions:
             raise ReplayError(f"--start {self.start_s} s is not before --end {self.end_s} s")
         if self.effort_joints and not self.effort_topic:
             raise ReplayError("--effort-joints needs --effort-topic")
+        if self.piece is not None and (self.start_s is not None or self.end_s is not None):
+            raise ReplayError("a piece of a bag (--split-seconds) takes no --start/--end")
+        if self.piece is not None and self.identify and self.identify_role == "split":
+            raise ReplayError("a piece of a bag identifies as one recording of several (identify_role fit)")
         if self.identify_role not in ("split", "fit", "validation"):
             raise ReplayError(f"identify_role must be split, fit or validation, got {self.identify_role!r}")
         if self.chunk_size < 2 * self.savgol.window:
@@ -122,6 +155,7 @@ class ReplayReport:
     files: list[str]
     identification: dict[str, Any] | None = None
     identifier: Identifier | None = None  # identify_role fit or validation: what this recording adds
+    piece: dict[str, Any] | None = None  # options.piece: its span, warm-up, and where an open event ends
     salvage: list[dict[str, Any]] = field(default_factory=list)  # damaged bag files: what was read, what lost
 
     def as_dict(self) -> dict[str, Any]:
@@ -228,6 +262,53 @@ def _window(options: ReplayOptions) -> tuple[float, float]:
             math.inf if options.end_s is None else options.end_s)
 
 
+@dataclass(frozen=True)
+class PieceSpan:
+    """A Piece in the bag's stamps [ns]: its own samples [start_ns, end_ns), the warm-up from
+    start_ns - warmup_ns and the tail to end_ns + tail_ns (observer only), and the receive time
+    reading starts at (seek_ns; None: the bag's start)."""
+
+    start_ns: int
+    end_ns: int
+    warmup_ns: int
+    tail_ns: int
+    seek_ns: int | None
+    gain: float
+
+    def describe(self, external: ExternalTorque | None) -> dict[str, Any]:
+        """summary.json's "piece": the span, and where an event open at its start ends."""
+        return {"start_ns": _bounded(self.start_ns), "end_ns": _bounded(self.end_ns), "warmup_s": self.warmup_ns * 1e-9,
+                "seek_ns": self.seek_ns, "observer_gain": self.gain,
+                "first_quiet_ns": None if external is None else external.first_quiet_ns,
+                "thresholds": {} if external is None else dict(zip(external.names, external.thresholds.tolist()))}
+
+
+_UNBOUNDED = 2**62  # stamps [ns] of a piece that starts at the bag's start or ends at its end
+
+
+def _bounded(ns: int) -> int | None:
+    return None if abs(ns) == _UNBOUNDED else ns
+
+
+def _piece_span(bags: BagSet, piece: Piece, topics: Topics, config: pipeline.PipelineConfig) -> PieceSpan:
+    """The piece's stamps and receive time from the bag's first joint state message (its stamp is
+    time zero of Piece's seconds, its receive time less its stamp the lag the seek allows for)."""
+    if topics.contact_state is not None:
+        raise ReplayError(f"a bag whose contact states come from {topics.contact_state} is not split: a state sent "
+                          "on change can date from before a piece's warm-up")
+    raw = next(iter(bags.messages([topics.joint_states])), None)
+    if raw is None:
+        raise ReplayError(f"no {topics.joint_states} messages in the bag")
+    stamp = raw.bag.deserialize(raw.data, raw.msgtype).header.stamp
+    zero = int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+    gain = float(np.min(config.observer_gain))
+    warmup = round(Piece.warmup_s(gain) * 1e9)
+    start = -_UNBOUNDED if piece.start_s is None else zero + round(piece.start_s * 1e9)
+    end = _UNBOUNDED if piece.end_s is None else zero + round(piece.end_s * 1e9)
+    seek = None if piece.start_s is None else raw.receive_ns + (start - warmup - zero) - round(PIECE_SLACK_S * 1e9)
+    return PieceSpan(start, end, warmup, round(COMMAND_STEP_TIME_CONSTANTS / gain * 1e9), seek, gain)
+
+
 def _looks_like_xacro(source: str, path: Path | None) -> bool:
     """A xacro file that failed to load (an expanded URDF may keep the xacro namespace)."""
     if path is not None:
@@ -258,9 +339,10 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         delay = float(params.get("effort_delay", 0.0))
         identifier = _identifier(urdf_model, params, options,
                                  lambda: SampleStream(bags, model, topics, config, dyn.drive, delay))
+        span = None if options.piece is None else _piece_span(bags, options.piece, topics, config)
         outdir.claim(options.out)
         predict = _prepare_kernels(model, options)
-        stream = SampleStream(bags, model, topics, config, dyn.drive, delay)
+        stream = SampleStream(bags, model, topics, config, dyn.drive, delay, None if span is None else span.seek_ns)
         names, kinds = tuple(model.joint_names), joint_kinds(model)
         links = () if contacts is None else contacts.links
         constrained = contacts is not None or loops is not None
@@ -274,10 +356,13 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         external = ExternalTorque(model, _observer(config), dyn.friction, armature, _contact_observer(config, contacts),
                                   config.external_force_threshold, config.base_link or str(model.root_link)
                                   ) if observing else None
+        if external is not None and span is not None:
+            external.detect = (span.start_ns, span.end_ns)
         clues = hints.Clues(names, topics, delay)
         with OutputWriter(options.out, model, config) as writer:
             dynamics = BlockDynamics(model, config, contacts, options, predict, dyn.friction, loops, armature)
-            skipped_rows = _stream(stream, options, dynamics, writer, summary, recorder, external, clues, identifier)
+            skipped_rows = _stream(stream, options, dynamics, writer, summary, recorder, external, clues, identifier,
+                                   span)
         usable = diagnose.efforts_usable(summary, config.passive_joints)  # else a WARNING says why
         summary.collisions = external.collisions(usable) if external is not None else []
         summary.hints = hints.find(summary, clues, bool(np.any(model.gravity)), bags) if usable else []
@@ -298,7 +383,7 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         summary=summary.as_dict(), table=summary.table(), problems=problems,
         skipped_types=skipped_types, elapsed_s=time.perf_counter() - started, files=files,
         identification=identification, identifier=None if identification is not None else identifier,
-        salvage=salvage,
+        salvage=salvage, piece=None if span is None else span.describe(external),
     )
     summary.save(options.out / "summary.json", {k: v for k, v in report.as_dict().items() if k != "summary"})
     outdir.record(options.out)
@@ -349,13 +434,16 @@ def _prepare_kernels(model: Any, options: ReplayOptions) -> bool:
 
 def _stream(stream: SampleStream, options: ReplayOptions, dynamics: BlockDynamics, writer: OutputWriter,
             summary: ResidualSummary, recorder: PlotRecorder, external: ExternalTorque | None, clues: hints.Clues,
-            identifier: Identifier | None = None) -> dict[str, int]:
+            identifier: Identifier | None = None, span: PieceSpan | None = None) -> dict[str, int]:
     """Runs every block through the dynamics; returns the rows left out, by reason: no
-    acceleration estimate, outside the --start/--end window (which still feeds the derivative)."""
+    acceleration estimate, outside the --start/--end window (which still feeds the derivative),
+    outside a piece's span (`span`: its warm-up and tail feed the observer only, and the reading
+    stops after the tail)."""
     differentiator = StreamingDifferentiator(options.savgol)
     progress = _progress_bar(stream, options)
     dropped: dict[str, int] = {}
     window = _window(options)
+    past_piece = False
 
     def leave_out(block: SampleBlock, accel: NDArray[np.float64], ok: NDArray[np.bool_], reason: str
                   ) -> tuple[SampleBlock, NDArray[np.float64]]:
@@ -371,6 +459,28 @@ def _stream(stream: SampleStream, options: ReplayOptions, dynamics: BlockDynamic
         assert recorder.t0 is not None
         t = block.stamp_ns * 1e-9 - recorder.t0
         block, accel = leave_out(block, accel, (t >= window[0]) & (t <= window[1]), "outside_window")
+        if span is None:
+            own(block, accel)
+            return
+        nonlocal past_piece
+        past_piece = past_piece or bool(len(block) and block.stamp_ns[-1] >= span.end_ns + span.tail_ns)
+        inside = (block.stamp_ns >= span.start_ns - span.warmup_ns) & (block.stamp_ns < span.end_ns + span.tail_ns)
+        block, accel = leave_out(block, accel, inside, "outside_piece")
+        a, b = np.searchsorted(block.stamp_ns, [span.start_ns, span.end_ns])  # stamps increase (SampleStream)
+        observe(block.slice(0, a), accel[:a])
+        own(block.slice(a, b), accel[a:b])
+        observe(block.slice(b, len(block)), accel[b:])
+
+    def observe(block: SampleBlock, accel: NDArray[np.float64]) -> None:
+        """A piece's warm-up or tail: through the observer (and the dynamics it needs), no output."""
+        if external is None or not len(block):
+            return
+        if external.contacts is not None and not external.contacts.source_observer:
+            external.add(block, dynamics.run(block, accel).outputs.contact_active)
+        else:
+            external.add(block)
+
+    def own(block: SampleBlock, accel: NDArray[np.float64]) -> None:
         if len(block):
             if external is None:  # external_torque_observer false
                 result = dynamics.run(block, accel)
@@ -398,17 +508,31 @@ def _stream(stream: SampleStream, options: ReplayOptions, dynamics: BlockDynamic
                 assert stream.first_stamp_ns is not None
                 summary.first_stamp_ns = stream.first_stamp_ns
                 recorder.t0 = summary.first_stamp_ns * 1e-9
+                if span is not None and span.seek_ns is not None:
+                    _check_warmup(stream, span)
             for done, accel in differentiator.feed(block):
                 process(done, accel)
             if progress is not None:  # once the block is done, not when it is read
                 progress.update(stream.received - progress.n)
-        for done, accel in differentiator.finish():
-            process(done, accel)
+            if past_piece:
+                break
+        else:
+            for done, accel in differentiator.finish():
+                process(done, accel)
     finally:
         if progress is not None:
             progress.update(stream.received - progress.n)  # a last chunk that was all skipped
             progress.close()
     return dropped
+
+
+def _check_warmup(stream: SampleStream, span: PieceSpan) -> None:
+    """A piece whose reading (from its seek) began after its warm-up would start the observer late."""
+    assert stream.first_stamp_ns is not None
+    if stream.first_stamp_ns > span.start_ns - span.warmup_ns:
+        raise ReplayError(f"the piece's first joint state read is stamped {(stream.first_stamp_ns - span.start_ns) * 1e-9:.3f}"
+                          f" s from its start, after its warm-up of {span.warmup_ns * 1e-9:.3f} s (its receive times lag "
+                          f"its stamps by more than {PIECE_SLACK_S} s, or no samples there): replay it whole")
 
 
 class BlockResult(NamedTuple):

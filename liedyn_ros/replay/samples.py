@@ -63,9 +63,10 @@ class SampleStream:
     """
 
     def __init__(self, bags: BagSet, model: Any, topics: Topics, config: pipeline.PipelineConfig,
-                 drive: Any = None, effort_delay: float = 0.0) -> None:
+                 drive: Any = None, effort_delay: float = 0.0, start_ns: int | None = None) -> None:
         self.bags, self.model, self.topics, self.config = bags, model, topics, config
         self.effort_delay = effort_delay
+        self.start_ns = start_ns  # receive time the reading starts at (a piece of a bag, run.Piece); None: the start
         self.first_stamp_ns: int | None = None  # the first joint state kept (time zero of the replay)
         self.decoder = pipeline.JointStateDecoder(model, drive)  # efforts as joint torques, as in the node
         self.skipped: Counter[str] = Counter()
@@ -104,7 +105,7 @@ class SampleStream:
     def _paired(self, size: int) -> Iterator[SampleBlock]:
         """Blocks of at most `size` samples, each with the effort received with it."""
         joint_states: list[_Pending] = []
-        for raw in self.bags.messages(self.topic_names()):
+        for raw in self.bags.messages(self.topic_names(), self.start_ns):
             if raw.topic == self.topics.joint_states:
                 # Effort and odometry as they stand when this joint state was received.
                 joint_states.append(_Pending(raw, self._last_effort, self._odom, self._contact_now()))
