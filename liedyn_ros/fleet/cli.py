@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         if action.dest == "bags":
             action.help = "bag, rosbag2 directory, directory tree of bags, or glob; each replayed alone"
             action.metavar = "BAG_OR_DIR"
+            action.nargs = "*"  # none with --compact
         elif action.dest == "jobs":
             action.help = argparse.SUPPRESS
     p.add_argument("--manifest", type=Path, metavar="FILE",
@@ -52,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--period", choices=identification.PERIODS, default="week",
                    help="with --identify: one pooled fit per robot and period of the bags' start (UTC) "
                    "(default %(default)s)")
+    p.add_argument("--compact", action="store_true",
+                   help="only compact DIR's store (no bags): move the per-bag Parquet files a run left "
+                   "(every run compacts at its end) into one file per table, robot and month")
     p.add_argument("--split-seconds", type=float, metavar="S",
                    help="cut each bag lasting 2 S or more into pieces of S seconds (the last up to 2 S), each a "
                    "task of its own, merged into the bag's one set of rows: for a few long bags on many workers "
@@ -81,10 +85,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ReplayError(f"--split-seconds must be a positive number of seconds, got {args.split_seconds}")
         if args.split_seconds is not None and (args.start is not None or args.end is not None):
             raise ReplayError("--split-seconds cuts whole bags: give it without --start/--end")
+        if args.compact:
+            return _compact(args.out, args.bags)
+        if not args.bags:
+            raise ReplayError("no BAG_OR_DIR given (only --compact takes none)")
         entries = discover(args.bags, args.manifest, args.robot_pattern)
         options = replay_cli.options_from_args(args, args.out, progress=False)
-        run = run_fleet(entries, args.out, options, args.scheduler, args.workers, not args.no_progress, args.period,
-                        args.split_seconds)
+        with store.locked(args.out):  # one run at a time on a store
+            run = run_fleet(entries, args.out, options, args.scheduler, args.workers, not args.no_progress,
+                            args.period, args.split_seconds)
     except (ReplayError, OSError) as err:  # a message, never a traceback
         print(f"liedyn-fleet: error: {err}", file=sys.stderr)
         return 2
@@ -96,6 +105,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             for symptom in run.flags:
                 if symptom["robot"] == flag["robot"] and symptom["explained_by"] == flag["kind"]:
                     print(f"  explains {symptom['kind']}: {symptom['joint']}: {symptom['detail']}")
+    return 0
+
+
+def _compact(out: Path, bags: Sequence[Path]) -> int:
+    """`liedyn-fleet --compact --out DIR`."""
+    if bags:
+        raise ReplayError("--compact takes no BAG_OR_DIR: it compacts the store of --out")
+    if not store.parquet_dir(out).is_dir():
+        raise ReplayError(f"{out}: no fleet store (no {store.parquet_dir(out)})")
+    with store.locked(out):
+        done = store.compact(out)
+    print(f"{out}: {done.bags} bags' rows compacted into {done.written} files ({done.removed} emptied files removed)")
     return 0
 
 
@@ -119,8 +140,8 @@ def run_fleet(entries: Sequence[BagEntry], out: Path, options: ReplayOptions, sc
             for task, rows in _replayed(client, todo, progress):
                 store.write_bag(out, task.name, rows.bag, rows.joints)
                 failed += rows.bag["status"] == "error"
-    # The per-bag tables are one Parquet file per bag: read once, then the analysis, fleet.duckdb
-    # and the report all take these tables (reading them for each was 3 x 2 files per bag).
+    store.compact(out)  # the per-bag files of this run (and of any interrupted one) into the parts
+    # The per-bag tables read once: the analysis, fleet.duckdb and the report all take them.
     tables = {table: store.read_table(out, table) for table in store.PER_BAG}
     bags = tables["bags"].to_pylist()
     tables["identification"] = store.write_table(out, "identification", identification.pooled(out, bags, period))

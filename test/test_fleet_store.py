@@ -1,0 +1,259 @@
+"""The fleet store's compaction (fleet/store.py): per-bag Parquet files moved into one file per
+table, robot and month, each bag's rows read once whatever was interrupted where. The rows are
+made here (no replay); what the store must hold is kept beside them as plain dicts."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+duckdb = pytest.importorskip("duckdb")
+pytest.importorskip("pyarrow")
+
+import pyarrow.parquet as pq
+
+from liedyn_ros.fleet import store
+from liedyn_ros.replay import ReplayError
+
+DAY_NS = 86_400 * 10**9
+T0 = 1_761_955_200 * 10**9  # 2025-11-01 UTC
+JOINTS = ("j1", "j2", "j3")
+
+
+def rows(robot: str, k: int, start_ns: int | None, key: str = "v1") -> tuple[dict, list[dict]]:
+    """A bag's `bags` row and `joint_stats` rows; start None: a bag that failed (no joints)."""
+    bag = f"/data/{robot}/bag{k:04d}.mcap"
+    name = f"bag{k:04d}-{hashlib.sha1(bag.encode()).hexdigest()[:8]}"
+    failed = start_ns is None
+    row = {"bag": bag, "robot": robot, "start_ns": start_ns, "end_ns": None if failed else start_ns + 3 * 10**9,
+           "samples": 0 if failed else 600 + k, "status": "error" if failed else "ok",
+           "error": "unreadable" if failed else None, "salvaged": False, "key": f"{key}-{k}", "name": name,
+           "time": None}
+    joints = [] if failed else [
+        {"bag": bag, "robot": robot, "joint": j, "torque_residual_rms": 0.1 * i + k / 1e4 + (key != "v1"),
+         "torque_residual_max_abs": 1.0, "effort_rms": None, "collisions": i} for i, j in enumerate(JOINTS)]
+    return row, joints
+
+
+class Fleet:
+    """A store being written, and what it must hold: bag -> (bags row, joint_stats rows)."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.truth: dict[str, tuple[dict, list[dict]]] = {}
+
+    def write(self, robot: str, k: int, start_ns: int | None, key: str = "v1") -> None:
+        bag, joints = rows(robot, k, start_ns, key)
+        store.write_bag(self.out, bag["name"], bag, joints)
+        self.truth[bag["bag"]] = (bag, joints)
+
+    def check(self) -> None:
+        """read_table holds each bag once, with its latest rows, joints in the order written."""
+        bags = store.read_table(self.out, "bags").to_pylist()
+        assert sorted(bags, key=lambda b: b["bag"]) == [self.truth[b][0] for b in sorted(self.truth)]
+        stats = store.read_table(self.out, "joint_stats").to_pylist()
+        assert sorted(stats, key=lambda j: j["bag"]) == [j for b in sorted(self.truth) for j in self.truth[b][1]]
+        assert store.stored_keys(self.out) == {b: r["key"] for b, (r, _) in self.truth.items()}
+
+    def check_parts(self) -> None:
+        """After a finished compaction: no per-bag file left, and DuckDB over the parts' files
+        (docs/fleet.md) counts each bag once."""
+        assert not list(store.parquet_dir(self.out).rglob("*.tmp"))
+        assert not list((store.parquet_dir(self.out) / store.INCOMING).rglob("*.parquet"))
+        parquet = store.parquet_dir(self.out)
+        with duckdb.connect() as con:
+            got = con.execute(f"SELECT bag, key FROM read_parquet('{parquet}/bags/*.parquet') ORDER BY bag").fetchall()
+            joints = con.execute(f"SELECT count(*) FROM read_parquet('{parquet}/joint_stats/*.parquet')").fetchone()
+        assert got == sorted((b, r["key"]) for b, (r, _) in self.truth.items())
+        assert joints == (sum(len(j) for _, j in self.truth.values()),)
+
+
+def grown_fleet(out: Path) -> Fleet:
+    """Two robots over two months, compacted, then a run's worth of incoming files: new bags,
+    a bag changed in place, one changed into another month, one that failed now, one that failed
+    before and is read now."""
+    fleet = Fleet(out)
+    for k in range(8):
+        fleet.write("arm_1" if k % 2 else "go2/a", k, T0 + k * 6 * DAY_NS)  # over 42 days: two months
+    fleet.write("arm_1", 8, None)
+    store.compact(out)
+    fleet.write("arm_1", 1, T0 + 4 * DAY_NS, key="v2")  # same month
+    fleet.write("go2/a", 2, T0 + 40 * DAY_NS, key="v2")  # into the next month
+    fleet.write("arm_1", 3, None, key="v2")  # failed now
+    fleet.write("arm_1", 8, T0 + 5 * DAY_NS, key="v2")  # read now
+    fleet.write("go2/a", 9, T0 + 50 * DAY_NS)  # new
+    return fleet
+
+
+def test_compaction_keeps_each_bags_latest_rows_in_few_files(tmp_path):
+    fleet = Fleet(tmp_path)
+    for k in range(12):
+        fleet.write("arm_1" if k % 2 else "go2/a", k, T0 + k * 4 * DAY_NS)
+    fleet.write("arm_1", 12, None)
+    fleet.check()
+    assert len(list((tmp_path / "parquet" / "incoming").rglob("*.parquet"))) == 2 * 13
+    done = store.compact(tmp_path)
+    fleet.check()
+    fleet.check_parts()
+    # per robot and month (2025-11, 2025-12), and arm_1's failed bag undated; joint_stats has no
+    # rows for that one
+    names = {p.name for p in (tmp_path / "parquet" / "bags").iterdir()}
+    assert names == {store.part_name(r, s) for r, s in (("arm_1", T0), ("arm_1", T0 + 40 * DAY_NS), ("go2/a", T0),
+                                                       ("go2/a", T0 + 40 * DAY_NS), ("arm_1", None))}
+    assert len(names) == 5 and all("-undated" in n or "-2025-1" in n for n in names)
+    assert len(list((tmp_path / "parquet" / "joint_stats").iterdir())) == 4
+    assert (done.bags, done.written, done.removed) == (13, 9, 0)
+    assert store.compact(tmp_path) == store.Compaction(0, 0, 0)
+
+
+def test_a_changed_bag_replaces_its_rows_wherever_they_were(tmp_path):
+    fleet = grown_fleet(tmp_path)
+    fleet.check()  # before compaction: the incoming rows win over the parts'
+    store.compact(tmp_path)
+    fleet.check()
+    fleet.check_parts()
+    # the changed go2 bag left its first month's part for the next month's
+    first = pq.read_table(tmp_path / "parquet" / "bags" / store.part_name("go2/a", T0)).column("bag").to_pylist()
+    assert "/data/go2/a/bag0002.mcap" not in first
+
+
+def test_a_store_written_before_compaction_is_read_and_moved(tmp_path):
+    """Per-bag files in parquet/<table>/ (the layout of earlier versions), one of them also
+    replayed again since (incoming)."""
+    fleet = Fleet(tmp_path)
+    for k in range(4):
+        bag, joints = rows("arm_1", k, T0 + k * DAY_NS)
+        for table, written in (("joint_stats", joints), ("bags", [bag])):
+            (tmp_path / "parquet" / table).mkdir(parents=True, exist_ok=True)
+            pq.write_table(store.pa.Table.from_pylist(written, schema=store.SCHEMAS[table]),
+                           tmp_path / "parquet" / table / f"{bag['name']}.parquet")
+        fleet.truth[bag["bag"]] = (bag, joints)
+    fleet.write("arm_1", 2, T0 + 2 * DAY_NS, key="v2")
+    fleet.check()
+    store.compact(tmp_path)
+    fleet.check()
+    fleet.check_parts()
+    assert [p.name for p in (tmp_path / "parquet" / "bags").iterdir()] == [store.part_name("arm_1", T0)]
+
+
+class Interrupted(Exception):
+    pass
+
+
+class Stopper:
+    """Counts the file operations it wraps; the one after the first `stop` raises Interrupted."""
+
+    def __init__(self, stop: int) -> None:
+        self.stop, self.count = stop, 0
+
+    def wrap(self, operation):
+        def step(*args, **kwargs):
+            self.count += 1
+            if self.count > self.stop:
+                raise Interrupted(operation.__name__)
+            return operation(*args, **kwargs)
+        return step
+
+
+def test_a_compaction_interrupted_at_any_step_loses_and_repeats_nothing(tmp_path, monkeypatch):
+    """Stopped before each of its file operations in turn (write, rename, delete): the rows read
+    are those of the store before it; the next compaction finishes the job."""
+    real = {"write": store._write_file, "replace": os.replace, "unlink": Path.unlink}
+    grown = grown_fleet(tmp_path / "grown")
+    monkeypatch.setattr(store.os, "fsync", lambda fd: None)  # against a killed process, not a power cut
+    for stop in range(100):
+        out = tmp_path / f"stop{stop}"
+        shutil.copytree(grown.out, out)
+        fleet = Fleet(out)
+        fleet.truth = grown.truth
+        stopper = Stopper(stop)
+        monkeypatch.setattr(store, "_write_file", stopper.wrap(real["write"]))
+        monkeypatch.setattr(store.os, "replace", stopper.wrap(real["replace"]))
+        monkeypatch.setattr(Path, "unlink", stopper.wrap(real["unlink"]))
+        try:
+            store.compact(out)
+            finished = True
+        except Interrupted:
+            finished = False
+        monkeypatch.setattr(store, "_write_file", real["write"])
+        monkeypatch.setattr(store.os, "replace", real["replace"])
+        monkeypatch.setattr(Path, "unlink", real["unlink"])
+        fleet.check()
+        store.compact(out)
+        fleet.check()
+        fleet.check_parts()
+        if finished:
+            break
+    # 4 parts of bags and 3 of joint_stats written and renamed, the 5 bags' 10 files deleted
+    assert (finished, stop) == (True, 7 + 7 + 10)
+
+
+def test_a_compaction_killed_midway_loses_and_repeats_nothing(tmp_path):
+    """SIGKILL at three times of a compaction's duration (a forked child compacting a store of
+    120 incoming bags): the rows read afterwards are the store's, and the next compaction ends."""
+    written = Fleet(tmp_path / "written")
+    for k in range(120):
+        written.write(f"r{k % 4}", k, T0 + k * DAY_NS)
+
+    def grown(out: Path) -> Fleet:
+        shutil.copytree(written.out, out)
+        fleet = Fleet(out)
+        fleet.truth = written.truth
+        return fleet
+
+    def compact_in_child(out: Path) -> int:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                store.compact(out)
+            finally:
+                os._exit(0)
+        return pid
+
+    started = time.perf_counter()
+    os.waitpid(compact_in_child(grown(tmp_path / "timed").out), 0)
+    duration = time.perf_counter() - started
+    midway = 0
+    for i, fraction in enumerate((0.5, 0.8, 0.95)):  # the files change in its last part
+        fleet = grown(tmp_path / f"kill{i}")
+        pid = compact_in_child(fleet.out)
+        time.sleep(duration * fraction)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        left = len(list((fleet.out / "parquet" / "incoming").rglob("*.parquet")))
+        midway += 0 < left < 2 * 120 or any((fleet.out / "parquet").rglob("*.tmp"))
+        fleet.check()
+        store.compact(fleet.out)
+        fleet.check_parts()
+    print(f"compaction of 120 bags {duration:.2f} s; {midway} of 3 kills midway")
+
+
+def test_one_run_at_a_time_holds_a_store(tmp_path):
+    with store.locked(tmp_path), pytest.raises(ReplayError, match="in use by another liedyn-fleet"), \
+            store.locked(tmp_path):
+        pass
+    with store.locked(tmp_path):  # released
+        pass
+
+
+def test_liedyn_fleet_compact(tmp_path, capsys):
+    from liedyn_ros.fleet.cli import main
+
+    fleet = Fleet(tmp_path)
+    for k in range(3):
+        fleet.write("arm_1", k, T0 + k * DAY_NS)
+    assert main(["--compact", "--out", str(tmp_path)]) == 0
+    assert "3 bags' rows compacted into 2 files" in capsys.readouterr().out
+    fleet.check()
+    fleet.check_parts()
+    assert main(["--compact", "--out", str(tmp_path), "/data"]) == 2
+    assert main(["--out", str(tmp_path)]) == 2
+    assert main(["--compact", "--out", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert "--compact takes no BAG_OR_DIR" in err and "no BAG_OR_DIR given" in err and "no fleet store" in err
