@@ -301,15 +301,11 @@ class DynamicsNode(Node):
         self._pipeline = pipeline
         self._wire_odometry(model.floating_base)
         self._wire_contacts(config)
-        if pipeline.loops is None:
-            # The first samples run on the reference implementation while numba compiles.
-            pipeline.start_warmup()
-            ready = ("compiled kernels building in the background" if pipeline.warming_up
-                     else f"compiled kernels unavailable: {pipeline.kernel_failure}" if pipeline.kernel_failure
-                     else "compiled kernels loaded")
-        else:
-            logger.info("preparing the compiled dynamics (a minute on the first run after an install)")
-            ready = f"compiled kernels ready in {pipeline.prepare_kernels():.1f} s"
+        # The first samples run on the reference implementation while numba compiles.
+        pipeline.start_warmup()
+        ready = ("compiled kernels building in the background" if pipeline.warming_up
+                 else f"compiled kernels unavailable: {pipeline.kernel_failure}" if pipeline.kernel_failure
+                 else "compiled kernels loaded")
         self._factory, self._serialized = factory, SerializedOutputs(factory, serialize_message)
         self._description = description
         kind = "floating" if model.floating_base else "fixed"

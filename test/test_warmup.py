@@ -80,18 +80,25 @@ def test_first_samples_use_the_reference_then_the_kernels(monkeypatch: pytest.Mo
 
 
 # Run in a process of its own, whose numba reads an empty cache (NUMBA_CACHE_DIR): the node's
-# pipeline with its default warm-up, timed sample by sample while the child compiles.
+# pipeline with its default warm-up, timed sample by sample while the child compiles; the arm, or
+# the five-bar with its loop closure (sys.argv[1]).
 _EMPTY_CACHE_SCRIPT = textwrap.dedent("""
     import json, os, sys, time
     import numpy as np
     from liedyn_ros import core
     from liedyn_ros.core.fast import warmup
-    from liedyn_ros.core.fast.entry import _signature
     from liedyn_ros.pipeline import DynamicsPipeline, PipelineConfig
     from liedyn_ros.pipeline.diagnostics import DiagnosticsReporter
     from test_pipeline import ARM, ARM_XML, rclpy_joint_state
 
-    pipe = DynamicsPipeline(core.load_urdf(ARM_XML), PipelineConfig(acceleration_source="estimated"))
+    if sys.argv[1] == "arm":
+        model, loop = core.load_urdf(ARM_XML), {}
+    else:
+        from test_constraints_loops import FIVE_BAR
+        from test_loops_pipeline import LOOP as loop
+        model = core.load_urdf(FIVE_BAR)
+    names, n = list(model.joint_names), model.n
+    pipe = DynamicsPipeline(model, PipelineConfig(acceleration_source="estimated", **loop))
     reporter = DiagnosticsReporter()
     started = time.perf_counter()
     pipe.start_warmup()
@@ -99,16 +106,17 @@ _EMPTY_CACHE_SCRIPT = textwrap.dedent("""
     rng = np.random.default_rng(1)
     times = []
     for k in range(30):  # a smooth velocity: the estimated accelerations stay those of a robot
-        q, qd, effort = rng.uniform(-1, 1, 7), 0.5 * np.sin(0.01 * k + np.arange(7)), rng.normal(size=7)
+        q, qd, effort = rng.uniform(-1, 1, n), 0.5 * np.sin(0.01 * k + np.arange(n)), rng.normal(size=n)
         t = time.perf_counter()
-        pipe.on_joint_state(rclpy_joint_state(1_000_000 * (k + 1), list(ARM), q, qd, effort))
+        pipe.on_joint_state(rclpy_joint_state(1_000_000 * (k + 1), names, q, qd, effort))
         times.append(time.perf_counter() - t)
     time.sleep(1.0)
     report = reporter.report(pipe, "arm")
-    names = ("rnea_one", "gravity_one", "hybrid_one", "observer_one")
-    result = dict(start_s=start_s, may_be_cached=warmup._may_be_cached(names), max_sample_s=max(times), warming_up=pipe.warming_up,
+    kernels = pipe._warmup.names
+    result = dict(start_s=start_s, kernels=kernels, may_be_cached=warmup._may_be_cached(kernels),
+                  max_sample_s=max(times), warming_up=pipe.warming_up,
                   reference_samples=pipe.stats.reference_samples, level=int(report.level), message=report.message,
-                  compiled_here=[n for n in names if _signature(n)[0].overloads],
+                  compiled_here=[k for k in kernels if warmup._dispatcher(k).overloads],
                   child=pipe._warmup._child.pid)
     pipe.close()
     result["child_after_close"] = os.path.exists(f"/proc/{result['child']}")
@@ -116,11 +124,11 @@ _EMPTY_CACHE_SCRIPT = textwrap.dedent("""
 """)
 
 
-def _python(code: str, cache: Path, **kwargs) -> subprocess.Popen[str]:
+def _python(code: str, cache: Path, *args: str, **kwargs) -> subprocess.Popen[str]:
     """A Python process on ``code`` with numba's cache in ``cache`` and the tests' helpers importable."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache),
                PYTHONPATH=os.pathsep.join([str(HERE), *(p for p in sys.path if p)]))
-    return subprocess.Popen([sys.executable, "-c", code], env=env, text=True, stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-c", code, *args], env=env, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, **kwargs)
 
 
@@ -132,15 +140,19 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def test_an_empty_cache_never_compiles_on_the_calling_thread(tmp_path: Path) -> None:
+@pytest.mark.parametrize("case, kernels", [("arm", ARM_NAMES),
+                                           ("five_bar", ARM_NAMES + ("rnea_many", "hybrid_many"))])
+def test_an_empty_cache_never_compiles_on_the_calling_thread(tmp_path: Path, case: str, kernels: tuple) -> None:
     """numba's cache elsewhere or deleted (here: a fresh NUMBA_CACHE_DIR) while the sources'
     own cache is warm: the start and every sample return promptly on the reference path while
     the child compiles, nothing is compiled in the calling process, /diagnostics says OK,
-    warming up (the estimator's restarts are no problem then), and close() ends the child."""
-    proc = _python(_EMPTY_CACHE_SCRIPT, tmp_path / "numba_cache")
+    warming up (the estimator's restarts are no problem then), and close() ends the child. The
+    same with loop closures (their batch kernels in the child's list)."""
+    proc = _python(_EMPTY_CACHE_SCRIPT, tmp_path / "numba_cache", case)
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err
     result = json.loads(out.strip().splitlines()[-1])
+    assert tuple(result["kernels"]) == kernels, result
     # Compiling these kernels takes tens of seconds; loading or refusing them well under one.
     assert result["start_s"] < 5.0, result
     assert result["max_sample_s"] < 1.0, result
@@ -326,3 +338,180 @@ def test_contact_samples_while_compiling_run_no_compiled_code(monkeypatch) -> No
         assert np.einsum("kij,kj->ki", R, f)[:, 2].sum() == pytest.approx(9.81 * model.mass)
     np.testing.assert_allclose(outputs[0].tau_g, compiled.outputs.tau_g, atol=1e-9)
     np.testing.assert_allclose(outputs[0].contact_wrench, compiled.outputs.contact_wrench, atol=1e-9)
+
+
+class FiveBars:
+    """The five-bar linkage of test_loops_pipeline in two pipelines: on a fixed base (efforts, the
+    momentum observer), and floating on a flat contact under its ground link, standing and in
+    flight; every output checked against Pinocchio's constrained dynamics."""
+
+    def __init__(self) -> None:
+        from test_loops_pipeline import LOOP, Reference
+
+        self.fixed, self.floating = Reference(False), Reference(True)
+        self.rng = np.random.default_rng(11)
+        self.stamp = 10**9
+        self.fixed_pipe = DynamicsPipeline(self.fixed.t.model, PipelineConfig(acceleration_source="reference", **LOOP))
+        self.floating_pipe = DynamicsPipeline(self.floating.t.model, PipelineConfig(
+            acceleration_source="reference", contact_links=("ground",), contact_types=("flat",), contact_source="topic",
+            base_link="ground", **LOOP))
+
+    @property
+    def pipes(self) -> tuple[DynamicsPipeline, DynamicsPipeline]:
+        return self.fixed_pipe, self.floating_pipe
+
+    def check(self) -> list:
+        """One sample of the fixed five-bar, one standing and one in flight of the floating one, each
+        matching Pinocchio; their outputs."""
+        from robots import assert_close
+        from test_contacts_pipeline import flags
+        from test_loops_pipeline import PASSIVE, feed, state
+        from test_pipeline import ros_joint_state, trajectory
+
+        fixed, floating, rng = self.fixed, self.floating, self.rng
+        q, v, a = state(fixed, rng)
+        effort = rng.normal(size=4)
+        names = list(fixed.t.model.joint_names)
+        self.stamp += 10**6
+        self.fixed_pipe.on_reference(trajectory(names, q, v, a, self.stamp))
+        res = self.fixed_pipe.on_joint_state(ros_joint_state(self.stamp, names, q, v, effort)).outputs
+        zero = np.zeros(4)
+        driven = np.where(np.isin(np.arange(4), PASSIVE), 0.0, effort)
+        assert_close(res.tau_ff, fixed.torques(q, v, a), 1e-9, "feedforward")
+        assert_close(res.tau_g, fixed.torques(q, zero, zero), 1e-9, "gravity")
+        assert_close(res.qdd_pred, fixed.forward(q, v, driven), 1e-8, "predicted acceleration")
+        out = [res]
+        pose = np.eye(4)
+        pose[2, 3] = 0.3
+        vf, af = np.concatenate([np.zeros(6), v]), np.concatenate([np.zeros(6), a])
+        effort[PASSIVE] = 0.0
+        self.floating_pipe.on_reference(trajectory(names, q, v, a, self.stamp))
+        for down in (1, 0):
+            self.stamp += 10**6
+            self.floating_pipe.on_contact_state(flags([down]), self.stamp)
+            res = feed(self.floating_pipe, q, vf, effort, self.stamp)
+            if down:
+                assert_close(res.tau_ff, fixed.torques(q, v, a), 1e-9, "standing: the fixed base's torques")
+                assert_close(res.base_acc_pred, np.zeros(6), 1e-9, "standing: the base held")
+            else:
+                assert_close(res.tau_ff, floating.torques(q, vf, af, pose), 1e-8, "flight: the joint torques")
+                want = floating.forward(q, vf, np.concatenate([np.zeros(6), effort]), pose)
+                assert_close(np.concatenate([res.base_acc_pred, res.qdd_pred]), want, 1e-8, "flight: the fall")
+            out.append(res)
+        return out
+
+
+def test_loop_samples_while_compiling_run_no_compiled_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With loop closures (a five-bar on a fixed base, and floating on a contact, standing and in
+    flight), the samples taken while the kernels compile run the core's readable paths only (every
+    compiled entry point, single-sample and batch, fails here if called) and match Pinocchio; then
+    the kernels take over with the same numbers."""
+    from liedyn_ros.core import dynamics
+    from liedyn_ros.core.constraints import fast as constraints_fast
+    from liedyn_ros.core.fast import entry
+
+    bars = FiveBars()
+    for pipe in bars.pipes:
+        pipe.start_warmup(_Compiling())  # type: ignore[arg-type]
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a compiled kernel was called while compiling")
+
+    singles = [name for name in dir(entry.single) if not name.startswith("_")] + list(NODE_KERNELS) + list(
+        CONTACT_KERNELS) + ["observer_one"]
+    with monkeypatch.context() as m:
+        for name in set(singles):
+            m.setattr(entry.single, name, forbidden, raising=False)
+        for name in ("rnea_many", "gravity_many", "hybrid_many", "mass_matrix_many", "coriolis_many"):
+            m.setattr(dynamics, name, forbidden)
+        for name in [n for n in dir(constraints_fast) if n.endswith(("_many", "_one"))]:
+            m.setattr(constraints_fast, name, forbidden)
+        warming = bars.check() + bars.check()
+    assert [pipe.stats.reference_samples for pipe in bars.pipes] == [2, 4]
+    for pipe in bars.pipes:
+        pipe._warmup.done = True  # type: ignore[union-attr]
+    bars.rng = np.random.default_rng(11)  # the first samples again, by the kernels
+    again = bars.check()
+    assert [pipe.stats.reference_samples for pipe in bars.pipes] == [2, 4] and not any(p.warming_up for p in bars.pipes)
+    for before, after in zip(warming[:3], again):
+        for name in ("tau_ff", "tau_g", "qdd_pred", "base_acc_pred", "contact_wrench"):
+            if getattr(before, name) is not None:
+                np.testing.assert_allclose(getattr(after, name), getattr(before, name), rtol=1e-9, atol=1e-9)
+
+
+# A process of its own (its numba has nothing loaded): the five-bars' warm-ups as the node starts
+# them, the first look-up finding an empty cache; the child builds (or loads) the kernels, this
+# process then loads them. Every compilation in this process is recorded.
+_LOOP_SCRIPT = textwrap.dedent("""
+    import json, sys, time
+    from numba.core import event
+    from numba.core.registry import CPUDispatcher as Dispatcher
+    from liedyn_ros.core.fast import warmup
+    from liedyn_ros.core.fast.rnea import rnea_many
+    from liedyn_ros.core.fast.aba import hybrid_many
+    from test_warmup import FiveBars
+
+    compiled = []
+
+    class Record(event.Listener):
+        def on_start(self, ev):
+            compiled.append(getattr(ev.data.get("dispatcher"), "__name__", "?"))
+
+        def on_end(self, ev):
+            pass
+
+    event.install_listener("numba:compile", Record())
+    real, calls = warmup.load_cached, [0]
+
+    def first_empty(names):  # the two start_warmup calls
+        calls[0] += 1
+        return tuple(names) if calls[0] <= 2 else real(names)
+
+    warmup.load_cached, warmup._may_be_cached = first_empty, lambda names: True
+    bars = FiveBars()
+    fixed, floating = bars.pipes
+    fixed.start_warmup()
+    floating.start_warmup()
+    result = dict(started=[p.warming_up for p in bars.pipes], child=fixed._warmup._child is not None)
+    bars.check()
+    deadline = time.monotonic() + 900
+    while any(p.warming_up for p in bars.pipes) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    result.update(ready=[p._warmup.ready() for p in bars.pipes])  # the warm-up loads the child's kernels
+
+    def loaded():  # every compiled kernel's signatures in this process
+        return {f"{m.__name__}.{name}": len(k.overloads) for m in list(sys.modules.values())
+                if getattr(m, "__name__", "").startswith("liedyn_ros.core.") for name, k in vars(m).items()
+                if isinstance(k, Dispatcher)}
+
+    before = loaded()
+    bars.check()
+    bars.check()
+    after = loaded()
+    result.update(reference=[p.stats.reference_samples for p in bars.pipes],
+                  failure=[p.kernel_failure for p in bars.pipes], compiled=compiled,
+                  loaded_by_samples=sorted(name for name in after if after[name] != before.get(name, 0)),
+                  batch=[len(rnea_many.overloads), len(hybrid_many.overloads)])
+    print(json.dumps(result))
+""")
+
+
+def test_loop_kernels_come_from_the_child_and_none_compiles_here(tmp_path: Path) -> None:
+    """The node's warm-up of a loop model builds every kernel its samples call, batch kernels
+    included, for the very signatures its calls have: after the switch the samples compile nothing
+    and load nothing in the calling process (a kernel the warm-up left out, or a signature other
+    than the calls', would be loaded or compiled there), and the outputs match Pinocchio before
+    and after."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), *(p for p in sys.path if p)]))
+    proc = subprocess.run([sys.executable, "-c", _LOOP_SCRIPT], env=env, text=True, capture_output=True, timeout=1200,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["started"] == [True, True] and result["child"], result
+    # the first samples (1 fixed, 2 floating) on the reference path, the later ones by the kernels
+    assert result["reference"] == [1, 2] and result["failure"] == [None, None], result
+    assert result["ready"] == [True, True], result
+    # nothing compiled here, and nothing loaded by the samples after the switch: the warm-up had
+    # loaded every kernel they call, with the one signature each call has
+    assert result["compiled"] == [] and result["loaded_by_samples"] == [], result
+    assert result["batch"] == [1, 1], result

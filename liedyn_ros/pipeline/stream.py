@@ -11,7 +11,9 @@ import numpy as np
 
 from liedyn_ros import core
 from liedyn_ros.core import SingularInertiaError, reference
-from liedyn_ros.core.fast.warmup import CONTACT_KERNELS, NODE_KERNELS, KernelWarmup
+from liedyn_ros.core.fast.warmup import (
+    CONTACT_KERNELS, LOOP_CONTACT_KERNELS, LOOP_KERNELS, NODE_KERNELS, KernelWarmup,
+)
 from liedyn_ros.core.model import urdf_limit
 from liedyn_ros.pipeline.compute import DynamicsOutputs, prepare_kernels
 from liedyn_ros.pipeline.config import (
@@ -583,15 +585,17 @@ class DynamicsPipeline:
         self._log(f"no predicted accelerations for this model: {exc}")
 
     def start_warmup(self, warmup: KernelWarmup | None = None) -> None:
-        """Build the single-sample kernels in a child process (``warmup``, by default a new
-        core.fast.warmup.KernelWarmup) and compute the samples with the reference implementation
-        until they are ready: the first output comes without waiting for numba (with contacts, the
-        core's constrained functions on their readable paths, milliseconds per sample). Loop
-        closures run on the numpy path anyway: call prepare_kernels for them."""
-        if self.loops is not None:
-            raise ValueError("start_warmup: a pipeline with loop closures needs prepare_kernels")
+        """Build the kernels this pipeline's samples use in a child process (``warmup``, by default
+        a new core.fast.warmup.KernelWarmup) and compute the samples with the reference
+        implementation until they are ready: the first output comes without waiting for numba
+        (with contacts or loop closures, the core's constrained functions on their readable paths,
+        milliseconds per sample)."""
         names = NODE_KERNELS + (("observer_one",) if self.config.external_torque_observer else ())
-        self._warmup = warmup or KernelWarmup(names + (CONTACT_KERNELS if self.contacts is not None else ()))
+        if self.loops is not None:
+            names += LOOP_KERNELS + (LOOP_CONTACT_KERNELS if self.contacts is not None else ())
+        elif self.contacts is not None:
+            names += CONTACT_KERNELS
+        self._warmup = warmup or KernelWarmup(names)
 
     @property
     def constrained(self) -> bool:

@@ -1,6 +1,6 @@
 """Compiled kernels without the wait: numba builds them in a child process, the caller goes on.
 
-Compiling the single-sample kernels takes half a minute or more on the first run after an
+Compiling the kernels a program needs takes half a minute or more on the first run after an
 install (numba then caches them, next to the sources or in ``NUMBA_CACHE_DIR``, where later runs
 load them in under a second). A long-running program (the ROS node) starts a `KernelWarmup`,
 computes its first samples with the readable reference implementation
@@ -23,7 +23,7 @@ import threading
 import time
 from typing import IO, Any
 
-__all__ = ["KernelWarmup", "NODE_KERNELS", "CONTACT_KERNELS", "load_cached"]
+__all__ = ["CONTACT_KERNELS", "LOOP_CONTACT_KERNELS", "LOOP_KERNELS", "NODE_KERNELS", "KernelWarmup", "load_cached"]
 
 # The kernels of one sample of rnea, gravity and aba (the node without contacts; its momentum
 # observer adds "observer_one").
@@ -33,6 +33,51 @@ NODE_KERNELS = ("rnea_one", "gravity_one", "hybrid_one")
 # foot sensors' forces) and the momentum observer's fit of the contact forces (pipeline.observed).
 CONTACT_KERNELS = ("constrained_terms_one", "constrained_rnea_one", "constrained_aba_one", "contact_kinematics_many",
                    "contact_fit_many")
+# With loop closures (pipeline.routes.loops, the core's readable constrained paths): two batch
+# kernels of core.dynamics' general path, rnea_many (core.constrained_rnea of the motion and the
+# robot at rest, one stacked call) and hybrid_many (core.constrained_aba's M^-1 A^T, m solves in one
+# call, whatever the batch); with contacts too, their frames and Jacobian (checks, the kinematic
+# contact source) and the observer's fit of the contact forces.
+LOOP_KERNELS = ("rnea_many", "hybrid_many")
+LOOP_CONTACT_KERNELS = ("contact_kinematics_many", "contact_fit_many")
+
+
+def _batch_signature(name: str) -> tuple:
+    """(batch kernel, the one signature core.dynamics' general path calls it with) by name. Unlike
+    the single-sample kernels these are not locked (any caller may compile them for other arrays):
+    the warm-up builds this signature (checks.prepare's C-contiguous float64 batches, the model's
+    mf/mi tables, Python ints for sizes and ranges), so that the cache entry the child writes is
+    the one the caller's first call finds."""
+    from numba import types
+
+    from . import aba, rnea
+
+    vecs, tables, poses, flags, i = types.float64[:, ::1], types.int64[:, ::1], types.float64[:, :, ::1], \
+        types.boolean[::1], types.int64
+    # (mf, mi, ws_size, q, v, a or u, [prescribed,] T, f_body, f_base, out..., start, stop)
+    return {
+        "rnea_many": (rnea.rnea_many, (vecs, tables, i, vecs, vecs, vecs, poses, poses, vecs, vecs, i, i)),
+        "hybrid_many": (aba.hybrid_many, (vecs, tables, i, vecs, vecs, vecs, flags, poses, poses, vecs, vecs, vecs, i, i)),
+    }[name]
+
+
+def _load(name: str) -> None:
+    """Compile the named kernel (a single-sample one of core.fast.entry.single or a batch one of
+    _batch_signature), or load it from numba's cache."""
+    from .entry import single
+
+    if name in LOOP_KERNELS:
+        kernel, signature = _batch_signature(name)
+        kernel.compile(signature)
+    else:
+        getattr(single, name)
+
+
+def _dispatcher(name: str) -> Any:
+    """The named kernel's numba dispatcher (nothing compiled or loaded)."""
+    from .entry import _signature
+
+    return (_batch_signature(name) if name in LOOP_KERNELS else _signature(name))[0]
 
 
 class _NotCached(Exception):
@@ -54,21 +99,20 @@ def _refusing_listener() -> Any:
 
 
 def load_cached(names: tuple[str, ...]) -> tuple[str, ...]:
-    """Load the named single-sample kernels (core.fast.entry.single) from numba's cache into this
-    process, compiling none of them; returns the names the cache does not hold (loaded: ``()``).
+    """Load the named kernels (single-sample ones of core.fast.entry.single, batch ones of
+    LOOP_KERNELS) from numba's cache into this process, compiling none of them; returns the names
+    the cache does not hold (loaded: ``()``).
 
     A kernel already in the process counts as loaded. Takes well under a second for the node's
     kernels (numba's own start-up included), however many are missing.
     """
     from numba.core import event
 
-    from .entry import single
-
     missing = []
     with event.install_listener("numba:compile", _refusing_listener()):
         for name in names:
             try:
-                getattr(single, name)
+                _load(name)
             except _NotCached:
                 missing.append(name)
     return tuple(missing)
@@ -78,20 +122,16 @@ def _may_be_cached(names: tuple[str, ...]) -> bool:
     """False when numba's cache has no index file for any of the kernels: nothing to load, so the
     start of numba's compiler that any load costs (half a second) is left to later. True when it
     may hold some of them (or numba's internals are not the ones read here)."""
-    from .entry import _signature
-
     try:
-        return any(os.path.exists(_signature(name)[0]._cache._cache_file._index_path) for name in names)
+        return any(os.path.exists(_dispatcher(name)._cache._cache_file._index_path) for name in names)
     except AttributeError:
         return True
 
 
 def _compile(names: tuple[str, ...]) -> None:
-    """Compile (or load from numba's cache) the named single-sample kernels in this process."""
-    from .entry import single
-
+    """Compile (or load from numba's cache) the named kernels in this process."""
     for name in names:
-        getattr(single, name)
+        _load(name)
 
 
 def _last_line(log: IO[bytes]) -> str:
@@ -103,7 +143,7 @@ def _last_line(log: IO[bytes]) -> str:
 
 
 class KernelWarmup:
-    """The named single-sample kernels: loaded from numba's cache at once when it holds them,
+    """The named kernels: loaded from numba's cache at once when it holds them,
     else compiled in a child process while the caller goes on.
 
     ``ready()`` is False until they are loaded in this process; it never compiles (it loads from

@@ -10,8 +10,10 @@ keeps the wrench of the unconstrained RNEA (``base_wrench``) and the joints the 
 torques. A motion no constraint force realises gets least-squares forces and ``checks.unbalanced``.
 contact_active, contact_wrench (and the cone checks) only with contacts; tau_free the unconstrained
 tau_ff. One sample and a block alike, batched over leading dimensions: this runs the core's
-readable numpy path, about 2 ms per sample (a five-bar); the compiled contact kernels take contacts
-only.
+readable numpy paths (the compiled contact kernels take contacts only) with the compiled rnea and
+aba under them, the motion and the robot at rest in one stacked call (batch kernels: half the
+time of two single-sample calls, numpy's per-call cost dominating); core.fast.warmup.LOOP_KERNELS
+names the kernels it calls.
 """
 from __future__ import annotations
 
@@ -97,7 +99,7 @@ class LoopRoute:
             except ValueError:  # no constraint force realises the motion: least squares below
                 pass
         tau_full = (core if fast else core.reference).rnea(model, q, v, a, base_pose=pose)
-        A = core.constraint_jacobian(model, q, cs, base_pose=pose)
+        A = core.constraint_jacobian(model, q, cs, base_pose=pose, fast=fast)
         lam, tau, unbalanced = closest_loop_forces(model, loops, tau_full, A, np.zeros(np.shape(q)), cs.row_mask(act),
                                                    held)
         return tau, lam, unbalanced
