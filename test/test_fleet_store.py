@@ -257,3 +257,26 @@ def test_liedyn_fleet_compact(tmp_path, capsys):
     assert main(["--compact", "--out", str(tmp_path / "none")]) == 2
     err = capsys.readouterr().err
     assert "--compact takes no BAG_OR_DIR" in err and "no BAG_OR_DIR given" in err and "no fleet store" in err
+
+
+def test_the_docs_sql_runs_unchanged_over_views_of_the_parquet_files(tmp_path):
+    """docs/fleet.md's three questions give over DuckDB views of the compacted Parquet files
+    (the views the page gives) what they give over fleet.duckdb."""
+    import re
+
+    fleet = grown_fleet(tmp_path)
+    store.compact(tmp_path)
+    store.write_table(tmp_path, "identification", [
+        {"robot": robot, "period": f"day{d}", "joint": "j1", "coulomb": c, "start_ns": T0 + d * DAY_NS, "status": "ok"}
+        for robot, values in (("arm_1", (1.0, 1.5)), ("go2/a", (1.0, 1.0))) for d, c in enumerate(values)])
+    store.write_table(tmp_path, "flags", [{"robot": "arm_1", "joint": "j1", "kind": "friction_drift"}])
+    store.build_duckdb(tmp_path, {t: store.read_table(tmp_path, t) for t in store.SCHEMAS})
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "fleet.md").read_text()
+    views = re.search(r"```text\n(CREATE VIEW .*?)```", docs, flags=re.DOTALL).group(1)
+    questions = re.findall(r"```sql\n(.*?)```", docs, flags=re.DOTALL)
+    assert len(questions) == 3
+    with duckdb.connect(str(tmp_path / "fleet.duckdb"), read_only=True) as copy, duckdb.connect() as con:
+        con.execute(views.replace("'fleet/", f"'{tmp_path}/"))
+        for sql in questions:
+            assert con.execute(sql).fetchall() == copy.execute(sql).fetchall() != []
+    assert len(fleet.truth) == 10
