@@ -7,9 +7,10 @@ payload on panda_hand, noise) for --seconds at 200 Hz, with a 0.3 s external tor
 so that an event is open at every cut. In this process (no Dask): the bag's task replayed whole,
 and its pieces replayed one by one and merged (fleet.tasks), with --identify friction and
 payload panda_hand (each solved from its normal equations): every joint_stats column's largest
-difference, the identified Coulomb friction and payload mass, the event lists. Then `liedyn-fleet
---workers 2` on the bag alone, without and with --split-seconds, each a fresh command, twice
-alternating (the machine is shared: the ratio of one pair is noise-prone, both pairs are printed).
+difference, the identified Coulomb friction and payload mass, the event lists. Then liedyn-fleet
+with 2 workers on the bag alone, without and with --split-seconds: on a running cluster of 2 warm
+workers (kernels loaded; --rounds times, alternating), and as fresh commands (--pairs; each starts
+its own cluster, whose second worker loads its kernels only when a split gives it work).
 
     python benchmarks/bench_fleet_split.py --seconds 1800 --split-seconds 300
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -76,13 +78,24 @@ def compare(bag: Path, urdf: Path, params: Path, split_s: float, work: Path) -> 
     started = time.process_time()
     whole = run_bag(whole_task)
     whole_cpu = time.process_time() - started
+    pieces, cpu = [], []
+    for task in piece_tasks(cut_task):
+        started = time.process_time()
+        pieces.append(run_bag(task))
+        cpu.append(time.process_time() - started)
     started = time.process_time()
-    pieces = [run_bag(task) for task in piece_tasks(cut_task)]
     merged = merge_pieces(cut_task, pieces)
-    cut_cpu = time.process_time() - started
+    merge_cpu = time.process_time() - started
     assert merged is not None
+    cut_cpu = sum(cpu) + merge_cpu
     print(f"bag: {whole.bag['samples']:,} samples; {len(cut_task.pieces)} pieces of {split_s:g} s; CPU in this "
-          f"process: whole {whole_cpu:.1f} s, pieces {cut_cpu:.1f} s ({cut_cpu / whole_cpu:.3f} x)")
+          f"process: whole {whole_cpu:.1f} s, pieces {' + '.join(f'{c:.1f}' for c in cpu)} + merge {merge_cpu:.2f} "
+          f"= {cut_cpu:.1f} s ({cut_cpu / whole_cpu:.3f} x)")
+    loads = [0.0, 0.0]
+    for c in sorted(cpu, reverse=True):  # the pieces on 2 idle workers, longest first to the less loaded
+        loads[loads.index(min(loads))] += c
+    print(f"on 2 idle cores the pieces' CPU would end after {max(loads):.1f} s against the whole's {whole_cpu:.1f} s "
+          f"({max(loads) / whole_cpu:.2f} x; no fixed costs)")
     print(f"bags row: samples {merged.bag['samples']} vs {whole.bag['samples']}, start_ns equal "
           f"{merged.bag['start_ns'] == whole.bag['start_ns']}, end_ns equal {merged.bag['end_ns'] == whole.bag['end_ns']}")
     for column in ("torque_residual_rms", "torque_residual_max_abs", "effort_rms", "collisions"):
@@ -116,12 +129,45 @@ def fleet_wall(bag: Path, urdf: Path, params: Path, split_s: float, work: Path, 
         for label, extra in (("unsplit", []), ("split", ["--split-seconds", str(split_s)])):
             out = work / f"fleet_{label}_{k}"
             started = time.perf_counter()
-            done = subprocess.run([*base, "--out", str(out), *extra], capture_output=True, text=True)
+            done = subprocess.run([*base, "--out", str(out), *extra], capture_output=True, text=True, check=False)
             times[label] = time.perf_counter() - started
             if done.returncode:
                 raise SystemExit(done.stderr[-2000:])
-        print(f"liedyn-fleet --workers 2, pair {k + 1}: unsplit {times['unsplit']:.1f} s, split {times['split']:.1f} s "
+        print(f"liedyn-fleet --workers 2 as a fresh command, pair {k + 1}: unsplit {times['unsplit']:.1f} s, split {times['split']:.1f} s "
               f"({times['split'] / times['unsplit']:.2f} x)")
+
+
+def warm_cluster(bag: Path, urdf: Path, params: Path, split_s: float, work: Path, rounds: int) -> None:
+    """liedyn-fleet --scheduler on a local cluster of 2 worker processes whose kernels are
+    loaded first (a short replay on each), unsplit and split alternating."""
+    from distributed import Client, LocalCluster
+
+    from liedyn_ros.fleet.cli import main as fleet_main
+
+    short = work / "warm"
+    bf.write_bag(short, bf.T0 + np.arange(400) * 5_000_000, [f"panda_joint{i}" for i in range(1, 8)],
+                 np.tile([0.0, -0.3, 0.0, -2.0, 0.0, 1.8, 0.8], (400, 1)), np.zeros((400, 7)), np.zeros((400, 7)))
+
+    def warm(folder: str) -> None:
+        from liedyn_ros.replay import ReplayOptions, replay
+
+        replay([short], ReplayOptions(out=Path(folder) / str(os.getpid()), urdf=urdf, params=params, plots=False,
+                                      progress=False))
+
+    base = [str(bag), "--urdf", str(urdf), "--params", str(params), "--no-plots", "--no-progress"]
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        client.run(warm, str(work / "warm_out"))
+        for k in range(rounds):
+            times = {}
+            for label, extra in (("unsplit", []), ("split", ["--split-seconds", str(split_s)])):
+                started = time.perf_counter()
+                code = fleet_main([*base, "--out", str(work / f"warm_{label}_{k}"), "--scheduler",
+                                   cluster.scheduler_address, *extra])
+                times[label] = time.perf_counter() - started
+                assert code == 0
+            print(f"liedyn-fleet on a running cluster of 2 warm workers, round {k + 1}: unsplit "
+                  f"{times['unsplit']:.1f} s, split {times['split']:.1f} s ({times['split'] / times['unsplit']:.2f} x)")
 
 
 def main() -> None:
@@ -129,12 +175,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1800.0)
     parser.add_argument("--split-seconds", type=float, default=300.0)
     parser.add_argument("--pulse-every", type=float, default=23.0)
-    parser.add_argument("--pairs", type=int, default=2, help="fleet commands, unsplit and split, this many times")
+    parser.add_argument("--pairs", type=int, default=1, help="fresh fleet commands, unsplit and split, this many times")
+    parser.add_argument("--rounds", type=int, default=2, help="runs on a warm cluster, unsplit and split, this many times")
     parser.add_argument("--out", type=Path, help="work directory (default: a temporary one)")
     args = parser.parse_args()
     work = args.out or Path(tempfile.mkdtemp(prefix="bench_fleet_split_"))
     bag, urdf, params = long_bag(work / "data", args.seconds, args.pulse_every, args.split_seconds)
     compare(bag, urdf, params, args.split_seconds, work / "compare")
+    warm_cluster(bag, urdf, params, args.split_seconds, work, args.rounds)
     fleet_wall(bag, urdf, params, args.split_seconds, work, args.pairs)
 
 

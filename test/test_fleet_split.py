@@ -5,23 +5,29 @@ The bag: a UR5 (test_replay's scenario: 200 Hz, a gap and a NaN sample) whose ef
 model's inverse dynamics, dry friction on one joint and noise, plus external torque pulses, two
 of them across the cuts. Pieces of 2.5 s (cuts at 2.5 s and 5 s of an 8 s bag): the warm-up of
 the second piece starts after the gap, so its observer starts from zero against the whole
-replay's running estimate and must converge within the warm-up."""
+replay's running estimate and must converge within the warm-up. A message on another topic
+4.6 s after the joint states end makes the bag's span of receive times 12.6 s: five pieces, the
+last two with few or no joint states."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import pickle
 from pathlib import Path
 
 import numpy as np
 import pytest
+from rosbags.rosbag2 import StoragePlugin
+from rosbags.rosbag2 import Writer as Writer2
+from rosbags.typesys import Stores, get_typestore
 
 pytest.importorskip("distributed")
 pytest.importorskip("pyarrow")
 pytest.importorskip("duckdb")
 
 from distributed import LocalCluster  # noqa: E402
-from test_replay import T0, read_csv, scenario, ur5_urdf, write_bag  # noqa: E402
+from test_replay import T0, scenario, ur5_urdf, write_bag  # noqa: E402
 
 from liedyn_ros import core  # noqa: E402
 from liedyn_ros.fleet.cli import main  # noqa: E402
@@ -56,7 +62,18 @@ def bag(tmp_path_factory) -> Path:
     for a, b in PULSES:
         tau[(t >= a) & (t < b), 1] += PULSE_NM
     sc["effort"] = tau + np.random.default_rng(5).normal(0.0, 0.05, tau.shape)
-    return write_bag(tmp_path_factory.mktemp("split") / "long", "mcap", sc)
+    return write_bag(tmp_path_factory.mktemp("split") / "long", "mcap", sc,
+                     extra=lambda writer, ts: late_note(writer, ts, T0 + 12_600_000_000))
+
+
+def late_note(writer, ts, receive_ns: int) -> None:
+    conn = writer.add_connection("/note", "std_msgs/msg/String", typestore=ts)
+    writer.write(conn, receive_ns, ts.serialize_cdr(ts.types["std_msgs/msg/String"](data="end"), "std_msgs/msg/String"))
+
+
+def csv_stamps(path: Path) -> np.ndarray:
+    """The stamps (first column) of a replay's CSV, none for a header alone."""
+    return np.array([int(line.split(",", 1)[0]) for line in path.read_text().splitlines()[1:]], dtype=np.int64)
 
 
 @pytest.fixture(scope="module")
@@ -73,13 +90,16 @@ def replays(bag, tmp_path_factory):
 
 def test_the_pieces_cover_the_bag_exactly_once(replays):
     whole_task, _, cut_task, pieces, _ = replays
-    assert [(p.start_s, p.end_s) for p in cut_task.pieces] == [(None, 2.5), (2.5, 5.0), (5.0, None)]
-    stamps, _ = read_csv(whole_task.options.out / STAMPS_CSV)
-    parts = [read_csv(task.options.out / STAMPS_CSV)[0] for task in piece_tasks(cut_task)]
+    cuts = [None, 2.5, 5.0, 7.5, 10.0, None]
+    assert [(p.start_s, p.end_s) for p in cut_task.pieces] == list(itertools.pairwise(cuts))
+    stamps = csv_stamps(whole_task.options.out / STAMPS_CSV)
+    parts = [csv_stamps(task.options.out / STAMPS_CSV) for task in piece_tasks(cut_task)]
     # no sample twice (overlap), none missing (gap), in order, each piece on its side of the cuts
     assert np.array_equal(np.concatenate(parts), stamps)
-    assert parts[1][0] >= T0 + 2.5e9 > parts[0][-1] and parts[2][0] >= T0 + 5e9 > parts[1][-1]
-    assert sum(p.bag["samples"] for p in pieces) == len(stamps)
+    for k in (1, 2, 3):
+        assert parts[k][0] >= T0 + cuts[k] * 1e9 > parts[k - 1][-1]
+    assert len(parts[3]) and not len(parts[4])  # the joint states end at 8 s
+    assert [p.bag["samples"] for p in pieces] == [len(p) for p in parts]
 
 
 def test_the_merged_rows_are_those_of_the_bag_replayed_whole(replays):
@@ -87,9 +107,11 @@ def test_the_merged_rows_are_those_of_the_bag_replayed_whole(replays):
     for key in ("start_ns", "end_ns", "samples", "status", "salvaged"):
         assert merged.bag[key] == whole.bag[key], key
     assert [j["joint"] for j in merged.joints] == [j["joint"] for j in whole.joints]
+    # equal to rounding: the derivative's time axis starts at another sample in a piece, and the
+    # sums of squares add up in another order
     for got, want in zip(merged.joints, whole.joints):
-        assert got["torque_residual_max_abs"] == want["torque_residual_max_abs"]
-        assert got["torque_residual_rms"] == pytest.approx(want["torque_residual_rms"], rel=1e-12)
+        assert got["torque_residual_max_abs"] == pytest.approx(want["torque_residual_max_abs"], rel=1e-9)
+        assert got["torque_residual_rms"] == pytest.approx(want["torque_residual_rms"], rel=1e-9)
         assert got["collisions"] == want["collisions"]
     assert sum(j["collisions"] for j in whole.joints) == len(PULSES)
 
@@ -114,7 +136,7 @@ def test_the_normal_equations_are_summed_over_the_pieces(replays):
     assert whole.split_ns == cut.split_ns == FIT_ALL
     assert np.array_equal(cut.fit.rows, whole.fit.rows) and whole.fit.rows.min() > 0
     for attr in ("A", "b", "c"):
-        assert np.allclose(getattr(cut.fit, attr), getattr(whole.fit, attr), rtol=1e-12, atol=1e-9), attr
+        assert np.allclose(getattr(cut.fit, attr), getattr(whole.fit, attr), rtol=1e-9, atol=1e-9), attr
 
 
 def test_events_open_across_several_cuts_are_joined():
@@ -141,29 +163,55 @@ def test_events_open_across_several_cuts_are_joined():
     assert merge_events([part([event(1, None, "a", 12.0)], None), part([], None)]) == [event(1, None, "a", 12.0)]
 
 
+def lagged_bag(path: Path, sc: dict) -> Path:
+    """The scenario's joint states received 3 s after their stamps at first, then ever less late
+    (0.5 s a second), and a late message on another topic: a piece's seek, from the first
+    message's lag, starts reading after the warm-up of the piece from 5 s (not before)."""
+    ts = get_typestore(Stores.ROS2_HUMBLE)
+    with Writer2(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        conn = writer.add_connection("/joint_states", "sensor_msgs/msg/JointState", typestore=ts)
+        for i, stamp in enumerate(sc["stamps"]):
+            sec, nsec = divmod(int(stamp), 1_000_000_000)
+            header = ts.types["std_msgs/msg/Header"](
+                stamp=ts.types["builtin_interfaces/msg/Time"](sec=sec, nanosec=nsec), frame_id="base")
+            msg = ts.types["sensor_msgs/msg/JointState"](header=header, name=sc["names"], position=sc["q"][i],
+                                                        velocity=sc["qd"][i], effort=sc["effort"][i])
+            lag = 3_000_000_000 - (int(stamp) - T0) // 2
+            writer.write(conn, int(stamp) + lag, ts.serialize_cdr(msg, "sensor_msgs/msg/JointState"))
+        late_note(writer, ts, T0 + 12_000_000_000)
+    return path
+
+
 def test_the_fleet_splits_merges_and_stores_one_bag(bag, replays, tmp_path):
     """liedyn-fleet --split-seconds on a cluster of one in-process worker: one bags row with the
-    whole replay's numbers; a bag too short to cut stays one task."""
+    whole replay's numbers; a bag too short to cut stays one task; a bag whose piece refuses (its
+    receive times lag its stamps by more than the seek allows) is replayed whole."""
     _, whole, _, _, _ = replays
     short = bag.parent / "short"
     short.mkdir(exist_ok=True)
     model = core.load_urdf(str(ur5_urdf()))
     sc = scenario(model, duration=2.0)
     write_bag(short / "bag", "mcap", sc)
+    lagged = lagged_bag(short / "lagged", scenario(model, duration=9.0))
     out = tmp_path / "fleet"
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
-        assert main([str(bag), str(short / "bag"), "--out", str(out), "--scheduler", cluster.scheduler_address,
-                     "--urdf", str(ur5_urdf()), "--no-plots", "--no-progress",
+        assert main([str(bag), str(short / "bag"), str(lagged), "--out", str(out), "--scheduler",
+                     cluster.scheduler_address, "--urdf", str(ur5_urdf()), "--no-plots", "--no-progress",
                      "--split-seconds", str(SECONDS)]) == 0
     rows = {Path(r["bag"]).name: r for r in read_table(out, "bags").to_pylist()}
+    assert (rows["lagged"]["status"], rows["lagged"]["samples"]) == ("ok", 9 * 200 - 60)  # less the gap
+    cut = split(make_task(BagEntry(lagged, "ur5"), out, ReplayOptions(out=out, urdf=ur5_urdf())), SECONDS)
+    assert len(cut.pieces) == 3  # it was cut, and replayed whole after its last piece refused
+    assert not list((out / "bags" / rows["lagged"]["name"]).glob("piece-*"))
+    assert json.loads((out / "bags" / rows["lagged"]["name"] / "summary.json").read_text())["samples"] == 9 * 200 - 60
     assert rows["long"]["samples"] == whole.bag["samples"] and rows["long"]["end_ns"] == whole.bag["end_ns"]
     assert rows["bag"]["samples"] == len(sc["stamps"]) - 1  # the NaN sample left out
     stats = {j["joint"]: j for j in read_table(out, "joint_stats").to_pylist() if Path(j["bag"]).name == "long"}
     for want in whole.joints:
-        assert stats[want["joint"]]["torque_residual_rms"] == pytest.approx(want["torque_residual_rms"], rel=1e-12)
+        assert stats[want["joint"]]["torque_residual_rms"] == pytest.approx(want["torque_residual_rms"], rel=1e-9)
         assert stats[want["joint"]]["collisions"] == want["collisions"]
     folder = out / "bags" / rows["long"]["name"]
-    assert sorted(p.name for p in folder.glob("piece-*")) == ["piece-000", "piece-001", "piece-002"]
+    assert sorted(p.name for p in folder.glob("piece-*")) == [f"piece-{k:03d}" for k in range(5)]
     assert not list((out / "bags" / rows["bag"]["name"]).glob("piece-*"))
 
 

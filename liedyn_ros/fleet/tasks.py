@@ -213,22 +213,25 @@ def merge_pieces(task: BagTask, rows: Sequence[BagRows]) -> BagRows | None:
             pooled.merge(part["identifier"])  # the normal equations summed
         save_equations(task.options.out, pooled, parts[0]["payload_label"])
     outdir.record(task.options.out)  # a later whole replay into it clears the pieces too
-    return summary_rows(task, summary, folders[-1] / STAMPS_CSV)
+    last = max((k for k, s in enumerate(summaries) if s["samples"]), default=0)  # later ones: no joint states
+    return summary_rows(task, summary, folders[last] / STAMPS_CSV)
 
 
 def merge_summaries(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One bag's summary from its pieces' (in time order): counts and extremes added up, RMS and
     means weighted by their counts, the events joined across the cuts (merge_events), the
-    contacts' counts added, the hints and problems of every piece, each once."""
+    contacts' counts added, the hints and problems of every piece with samples, each once (a
+    piece without any, after the joint states ended, would only say so)."""
     first = parts[0]
+    held = [p for p in parts if p["samples"]]
     joints = {name: {key: stat if key == "type" else _merge_stat([p["joints"][name][key] for p in parts])
                      for key, stat in row.items()}
               for name, row in first["joints"].items()}
     merged = {"samples": sum(p["samples"] for p in parts), "first_stamp_ns": first["first_stamp_ns"],
               "joints": joints, "external_torque_observer": first["external_torque_observer"],
               "collisions": merge_events(parts),
-              "hints": _each_once(h for p in parts for h in p["hints"]),
-              "problems": _each_once(m for p in parts for m in p["problems"]),
+              "hints": _each_once(h for p in held for h in p["hints"]),
+              "problems": _each_once(m for p in held for m in p["problems"]),
               "elapsed_s": sum(p["elapsed_s"] for p in parts)}
     if "contacts" in first:
         merged["contacts"] = {
