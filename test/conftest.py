@@ -10,6 +10,7 @@ import importlib.util
 _NEEDS = {
     "test_fleet.py": ("duckdb", "distributed", "pyarrow"),
     "test_fleet_split.py": ("duckdb", "distributed", "pyarrow"),
+    "test_fleet_store.py": ("duckdb", "distributed", "pyarrow"),
 }
 _MISSING = {name: [m for m in mods if importlib.util.find_spec(m) is None] for name, mods in _NEEDS.items()}
 collect_ignore = [name for name, missing in _MISSING.items() if missing]

@@ -11,12 +11,9 @@ import signal
 import time
 from pathlib import Path
 
-import pytest
-
-duckdb = pytest.importorskip("duckdb")
-pytest.importorskip("pyarrow")
-
+import duckdb  # the fleet extra's; without it conftest.py leaves this file out
 import pyarrow.parquet as pq
+import pytest
 
 from liedyn_ros.fleet import store
 from liedyn_ros.replay import ReplayError
@@ -195,7 +192,7 @@ def test_a_compaction_interrupted_at_any_step_loses_and_repeats_nothing(tmp_path
 
 
 def test_a_compaction_killed_midway_loses_and_repeats_nothing(tmp_path):
-    """SIGKILL at three times of a compaction's duration (a forked child compacting a store of
+    """SIGKILL at two times of a compaction's duration (a forked child compacting a store of
     120 incoming bags): the rows read afterwards are the store's, and the next compaction ends."""
     written = Fleet(tmp_path / "written")
     for k in range(120):
@@ -220,7 +217,7 @@ def test_a_compaction_killed_midway_loses_and_repeats_nothing(tmp_path):
     os.waitpid(compact_in_child(grown(tmp_path / "timed").out), 0)
     duration = time.perf_counter() - started
     midway = 0
-    for i, fraction in enumerate((0.5, 0.8, 0.95)):  # the files change in its last part
+    for i, fraction in enumerate((0.7, 0.95)):  # the files change in its last part
         fleet = grown(tmp_path / f"kill{i}")
         pid = compact_in_child(fleet.out)
         time.sleep(duration * fraction)
@@ -231,7 +228,7 @@ def test_a_compaction_killed_midway_loses_and_repeats_nothing(tmp_path):
         fleet.check()
         store.compact(fleet.out)
         fleet.check_parts()
-    print(f"compaction of 120 bags {duration:.2f} s; {midway} of 3 kills midway")
+    print(f"compaction of 120 bags {duration:.2f} s; {midway} of 2 kills midway")
 
 
 def test_one_run_at_a_time_holds_a_store(tmp_path):
