@@ -6,9 +6,12 @@ Rows: the core settings (measured accelerations, every contact down, the momentu
 default) with and without contacts, the contacts without the observer, a trot's diagonal pair; and
 the node's configuration of config/solo12_contacts.yaml (estimated accelerations, a contact state
 message per sample, the observer beyond the contacts) against the same file without its contacts.
-Then the node configuration's time per stage (median us per sample, stages inclusive).
+Then the time per stage of both node rows (median us per sample, stages inclusive), so that what the
+contacts add shows stage by stage. The messages are encoded as the node publishes them (CDR bytes,
+pipeline.SerializedOutputs). ``--cpu`` times each sample by this thread's CPU time instead of the wall
+clock: on a shared machine that leaves out the time other processes hold the core.
 
-Run: python benchmarks/bench_contacts.py [--samples N] [--repeats R]
+Run: python benchmarks/bench_contacts.py [--samples N] [--repeats R] [--cpu]
 """
 from __future__ import annotations
 
@@ -28,7 +31,13 @@ import contact_sim  # noqa: E402
 from test_pipeline import odometry, ros_joint_state  # noqa: E402
 
 from liedyn_ros import core  # noqa: E402
-from liedyn_ros.pipeline import DynamicsPipeline, MessageClasses, OutputMessageFactory, PipelineConfig  # noqa: E402
+from liedyn_ros.pipeline import (  # noqa: E402
+    DynamicsPipeline,
+    MessageClasses,
+    OutputMessageFactory,
+    PipelineConfig,
+    SerializedOutputs,
+)
 from liedyn_ros.pipeline.parameters import check_parameters  # noqa: E402
 from liedyn_ros.robot_data import robots_dir  # noqa: E402
 
@@ -39,7 +48,8 @@ TYPES = get_typestore(Stores.ROS2_JAZZY)
 STAGES = (("decode", "decoder", "decode"), ("estimator", "_estimator", "update"),
           ("contact state", None, "_active_contacts"), ("contact dynamics", None, "_compute"),
           ("observer + beyond", None, "_observe"), ("  momentum observer", "_observer", "update"),
-          ("  fit beyond contacts", "_contact_observer", "beyond"))
+          ("  fit beyond contacts", "_contact_observer", "beyond_one"))
+CLOCK = time.perf_counter  # --cpu: time.thread_time
 
 
 def node_configs(model: Any) -> tuple[PipelineConfig, PipelineConfig]:
@@ -53,11 +63,11 @@ def _timed(obj: Any, name: str, log: list[float]) -> None:
     method = getattr(obj, name)
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
+        start = CLOCK()
         try:
             return method(*args, **kwargs)
         finally:
-            log.append(time.perf_counter() - start)
+            log.append(CLOCK() - start)
 
     setattr(obj, name, wrapper)
 
@@ -66,7 +76,8 @@ def per_sample(config: PipelineConfig, rec: contact_sim.Recording, model: Any,
                stages: dict[str, list[float]] | None = None) -> np.ndarray:
     pipe = DynamicsPipeline(model, config)
     pipe.prepare_kernels()
-    factory = OutputMessageFactory(MessageClasses.from_typestore(TYPES), model, config)
+    encoder = SerializedOutputs(OutputMessageFactory(MessageClasses.from_typestore(TYPES), model, config),
+                                lambda msg: bytes(TYPES.serialize_cdr(msg, msg.__msgtype__)))
     flags = TYPES.types["std_msgs/msg/UInt8MultiArray"](
         layout=TYPES.types["std_msgs/msg/MultiArrayLayout"](dim=[], data_offset=0),
         data=np.ones(len(config.contact_links), dtype=np.uint8))
@@ -76,6 +87,7 @@ def per_sample(config: PipelineConfig, rec: contact_sim.Recording, model: Any,
             obj = pipe if owner is None else getattr(pipe, owner, None)
             if obj is not None and hasattr(obj, name):
                 _timed(obj, name, stages.setdefault(label, []))
+        _timed(encoder, "encode", stages.setdefault("messages", []))
     times = []
     for k in range(len(rec.t)):
         stamp = 10**9 + int(rec.t[k] * 1e9)
@@ -84,11 +96,11 @@ def per_sample(config: PipelineConfig, rec: contact_sim.Recording, model: Any,
         if topic:
             pipe.on_contact_state(flags, stamp)
         msg = ros_joint_state(stamp, list(model.joint_names), q[7:], v[6:], rec.tau[k])
-        start = time.perf_counter()
+        start = CLOCK()
         out = pipe.on_joint_state(msg)
         if out is not None:
-            factory.build(out)
-        times.append(time.perf_counter() - start)
+            encoder.encode(out)
+        times.append(CLOCK() - start)
     assert pipe.stats.published >= len(rec.t) - 50, f"samples skipped: {pipe.stats.skipped}"
     return np.array(times[50:])
 
@@ -101,7 +113,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=3, help="runs per case; each sample's best is kept")
+    parser.add_argument("--cpu", action="store_true", help="time by this thread's CPU time, not the wall clock")
     args = parser.parse_args()
+    if args.cpu:
+        global CLOCK
+        CLOCK = time.thread_time
     rec = contact_sim.simulate(first_s=args.samples / contact_sim.RATE, second_s=0.0)
     model = core.load_urdf(str(URDF), floating_base=True)
     base = PipelineConfig(base_link="base_link")
@@ -129,11 +145,20 @@ def main() -> None:
         ratios = np.median(t) / np.median(r), np.percentile(t, 99) / np.percentile(r, 99)
         print(f"target: {name} within 1.5x of {ref}, median and p99: "
               f"{'OK' if max(ratios) <= 1.5 else 'MISSED'} ({ratios[0]:.2f}x, {ratios[1]:.2f}x)")
-    stages: dict[str, list[float]] = {}
-    total = per_sample(node, rec, model, stages)
-    print(f"\nnode, 4 contacts, per stage (one run, timers on): total {np.median(total) * 1e6:.1f} us median")
-    for label, log in stages.items():
-        print(f"  {label:<24} {np.median(log[50:]) * 1e6:8.1f} us")
+    per_stage = {}
+    for name in ("node, no contacts", "node, 4 contacts"):
+        stages: dict[str, list[float]] = {}
+        total = per_sample({row[0]: row[1] for row in rows}[name], rec, model, stages)
+        per_stage[name] = {"total": total, **{label: np.array(log[50:]) for label, log in stages.items()}}
+    print("\nper stage, median us per sample (one run each, timers on; stages inclusive)")
+    print(f"  {'stage':<24} {'node, no contacts':>18} {'node, 4 contacts':>17} {'added':>8}")
+    labels = ["total"] + [label for label, _, _ in STAGES] + ["messages"]
+    for label in labels:
+        a, b = (per_stage[name].get(label) for name in ("node, no contacts", "node, 4 contacts"))
+        if a is None and b is None:
+            continue
+        ma, mb = (np.nan if x is None or not len(x) else np.median(x) * 1e6 for x in (a, b))
+        print(f"  {label:<24} {ma:18.1f} {mb:17.1f} {np.nan_to_num(mb) - np.nan_to_num(ma):8.1f}")
 
 
 if __name__ == "__main__":

@@ -61,6 +61,12 @@ class Contacts:
         out.flags.writeable = False
         return out
 
+    @functools.cached_property
+    def at_origins(self) -> bool:
+        """Whether every contact point is its link's origin (offsets zero): the wrenches about the
+        contact points are those about the link origins."""
+        return not self.offsets.any()
+
     def on(self, model: Any) -> Any:
         """The contacts as a core.ConstraintSet of ``model`` (the dynamics model may change, with a
         payload), built once per model: the core then skips resolving the list on every call."""
@@ -214,7 +220,10 @@ def stacked_forces(contacts: Contacts, wrench: FloatArray) -> FloatArray:
 
 def wrench_at_link(contacts: Contacts, wrench: FloatArray) -> FloatArray:
     """(..., k, 6) wrenches at the contact points -> the same wrenches about the link origins
-    (m + p x f, f), for messages whose frame is the contact link."""
+    (m + p x f, f), for messages whose frame is the contact link (``wrench`` itself, not a copy,
+    when every offset is zero)."""
+    if contacts.at_origins:  # the node's usual feet: no product at every sample
+        return wrench
     shape = wrench.shape  # methods, not np.reshape: the node calls this at every sample
     return (wrench.reshape(shape[:-2] + (6 * contacts.k,)) @ contacts.to_link).reshape(shape)
 

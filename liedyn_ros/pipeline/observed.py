@@ -155,6 +155,19 @@ class ContactObserver:
         assert active is not None
         return residual_beyond(model, self.contacts, r, A, lam, active), active
 
+    def beyond_one(self, model: Any, q: FloatArray, base_pose: FloatArray | None, r: FloatArray,
+                   active: BoolArray | None, measured: bool = False) -> FloatArray:
+        """r_beyond (nv,) of one sample (the node's): :meth:`beyond` with q (n,), base_pose (4, 4) or
+        None, r (nv,), active (k,) (None with the observer's source, the state updated here)."""
+        if measured:
+            return r
+        if not self.source_observer:  # the compiled fit's one-sample call (no batch of one to unpack)
+            rest = self.prepare(model).rest_one(q, base_pose, r, active)
+            if rest is not None:
+                return rest
+        return self.beyond(model, q[None], None if base_pose is None else base_pose[None], r[None],
+                           None if active is None else active[None])[0][0]
+
 
 def event_residual(model: Any, joints: FloatArray, rest: FloatArray | None) -> FloatArray:
     """What collision events watch (..., n [+ 1]): the joints' external torques and, on a floating

@@ -460,12 +460,10 @@ class DynamicsPipeline:
         watched = external = r[6:] if self._floating else r
         base = None
         if self._contact_observer is not None:
-            rest, _ = self._contact_observer.beyond(
-                self.model, sample.q[None], None if pose is None else pose[None], r[None],
-                None if active is None else active[None], sensed)
-            external = rest[0, rest.shape[1] - len(external):]
-            watched = event_residual(self.model, external, rest[0])
-            base = rest[0, :6] if self._floating else None
+            rest = self._contact_observer.beyond_one(self.model, sample.q, pose, r, active, sensed)
+            external = rest[rest.shape[0] - len(external):]
+            watched = event_residual(self.model, external, rest)
+            base = rest[:6] if self._floating else None
         # numpy, not a compiled test: a kernel outside the warm-up would compile on the serving thread
         if self.collision is None and not (np.abs(watched) > self._thresholds).any():
             return external, None, base  # collision_events would find nothing: skip its bookkeeping
@@ -519,9 +517,13 @@ class DynamicsPipeline:
         if contacts is not None and contacts.soles is not None and out.contact_wrench is not None \
                 and out.contact_active is not None:
             tipping = check_tipping(contacts, out.contact_wrench, out.contact_active, checks.pulling)
-        if contacts is not None and checks.pulling is checks.slipping is contacts.clear and tipping is _NO_TIPPING \
-                and not checks.unbalanced:
-            return out  # check_forces found every contact pushing inside its cone: nothing to count
+        if contacts is not None and checks.pulling is checks.slipping is contacts.clear and tipping is _NO_TIPPING:
+            # check_forces found every contact pushing inside its cone: nothing to count, or only that no
+            # force balances the base (two point feet down, at every sample: no numpy reductions for it)
+            if checks.unbalanced:
+                stats.contact_unbalanced += 1
+                self._warner.warn("contact_forces", self._contact_warning)
+            return out
         if checks.pulling.any() or checks.slipping.any() or tipping.any() or checks.unbalanced:
             for kind, flags in (("pulling", checks.pulling), ("slipping", checks.slipping), ("tipping", tipping)):
                 if flags.any():
@@ -530,13 +532,16 @@ class DynamicsPipeline:
             stats.contact_slipping += int(checks.slipping.sum())
             stats.contact_tipping += int(tipping.sum())
             stats.contact_unbalanced += int(checks.unbalanced)
-            self._warner.warn("contact_forces", lambda: (
-                "contact forces not physical: "
+            self._warner.warn("contact_forces", self._contact_warning)
+        return out
+
+    def _contact_warning(self) -> str:
+        stats = self.stats
+        return ("contact forces not physical: "
                 f"{stats.contact_pulling} pulling, {stats.contact_slipping} outside the friction cone "
                 f"(mu={self.config.friction_coefficient}), {stats.contact_tipping} tipping (centre of pressure "
                 f"off the sole), {stats.contact_unbalanced} samples no contact force realises (least squares) "
-                f"so far; latest: {_offenders(stats)}"))
-        return out
+                f"so far; latest: {_offenders(stats)}")
 
     def _algorithms(self) -> Any:
         """None (the core's compiled kernels), or core.reference while they are being built."""

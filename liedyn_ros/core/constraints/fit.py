@@ -68,19 +68,34 @@ class ContactFit:
         self._A = np.empty((1, cs.m, model.nv))
 
     def __call__(self, q, base_pose, r, active) -> FittedForces | None:
-        if self._static is None or (base_pose is None) is not self._fixed or type(q) is not _ndarray \
-                or q.ndim != 2:
+        if type(q) is not _ndarray or q.ndim != 2:
             return None
-        kernel, handle, ci, cf, scratch = self._static
         N = q.shape[0]
         A = self._A if N == 1 else np.empty((N, self.m, self.nv))
         out = np.empty((N, self._size))
-        try:
-            status = kernel(handle, ci, cf, scratch, q, self._identity if base_pose is None else base_pose, r,
-                            self._all if active is None else active, self.up, A, out)
-        except TypeError:  # not float64 C-contiguous, a read-only array, other dimensions: the numpy path
-            return None
-        if status != OK:
+        if not self._run(q, base_pose, r, active, A, out):
             return None
         m, nv, k = self.m, self.nv, self.k
         return FittedForces(out[:, :m], out[:, m:m + nv], out[:, m + nv:m + nv + k], out[:, m + nv + k:], A)
+
+    def rest_one(self, q, base_pose, r, active) -> np.ndarray | None:
+        """What remains of r beyond the fitted forces for one sample (q (n,), base_pose (4, 4) or None,
+        r (nv,), active (k,) or None): r_beyond (nv,) in a new array, or None as the call above."""
+        if type(q) is not _ndarray or q.ndim != 1:
+            return None
+        out = np.empty((1, self._size))
+        if not self._run(q[None], None if base_pose is None else base_pose[None], r[None],
+                         None if active is None else active[None], self._A, out):
+            return None
+        return out[0, self.m:self.m + self.nv]
+
+    def _run(self, q, base_pose, r, active, A, out) -> bool:
+        """The kernel on N samples (the call's arguments, A and out for its results): whether it answered."""
+        if self._static is None or (base_pose is None) is not self._fixed:
+            return False
+        kernel, handle, ci, cf, scratch = self._static
+        try:
+            return kernel(handle, ci, cf, scratch, q, self._identity if base_pose is None else base_pose, r,
+                          self._all if active is None else active, self.up, A, out) == OK
+        except TypeError:  # not float64 C-contiguous, a read-only array, other dimensions: the numpy path
+            return False

@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from liedyn_ros import core
+from liedyn_ros.core.fast import OK
 from liedyn_ros.pipeline.compute import (
     DynamicsOutputs,
     compute_outputs,
@@ -66,6 +67,13 @@ class ContactRoute:
         self._base_acc = slice(L.a.start, L.a.start + nb) if nb else None
         self._wrench, self._forces = L.wrench, slice(L.normal.start, L.tangential.stop)
         self._residual = L.residual.start
+        self._wrenches = (contacts.k, 6)
+        # One sample calls the compiled kernel itself with the arguments TermsKernel checked once:
+        # (kernel, (handle, ci, cf, scratch), (passive, w, min_force), (tol, least_squares, up)).
+        static = kernel._static
+        self._one = None if static is None else (static[0], static[1:5], static[5:8], static[8:11])
+        self._fixed = not model.floating_base  # no pose on a fixed base, one on a floating base (as TermsKernel)
+        self._identity = None if static is None else static[12]
 
     def outputs(self, q: FloatArray, v: FloatArray, a: FloatArray, effort: FloatArray | None,
                 pose: FloatArray | None, active: Any, *, ff_state: tuple[FloatArray, FloatArray] | None = None,
@@ -86,16 +94,39 @@ class ContactRoute:
                pose: FloatArray | None, active: BoolArray) -> DynamicsOutputs:
         """One sample: the compiled kernel, every term on one evaluation of the contacts; flight and
         what the kernel declines by the general path."""
-        if True not in active.tolist():  # flight: the general path's unconstrained outputs
-            return self.general(q, v, a, effort, pose, active)
-        tau = None
+        one = self._one
+        if one is None or True not in active.tolist() or (pose is None) is not self._fixed:
+            return self.general(q, v, a, effort, pose, active)  # flight: the unconstrained outputs
+        kernel, head, params, tail = one
+        tau = a  # the kernel's placeholder without efforts (has_tau False)
         if effort is not None:
             tau = self._tau
             tau[self._joints] = rigid_body_effort(self.model, v, effort, self.friction)
         out = np.empty(self.kernel.size)  # not kept between samples: the outputs are views of it
-        if not self.kernel(q, v, a, tau, pose, active, out):
+        try:
+            done = kernel(*head, q, v, a, tau, self._identity if pose is None else pose, active, *params,
+                          effort is not None, *tail, out) == OK
+        except TypeError:  # not float64 vectors (a bool mask, a batch): the general path
+            done = False
+        if not done:
             return self.general(q, v, a, effort, pose, active)
-        return self._kernel_outputs(out, v, effort, active)
+        tau_ff, tau_free = out[self._tau_ff], out[self._tau_free]
+        if self.friction is not None:  # compensated on the contact-consistent torques too
+            extra = core.friction_torque(self.friction, v[self._joints])
+            tau_ff, tau_free = tau_ff + extra, tau_free + extra
+        contacts = self.contacts
+        forces = out[self._forces]
+        if inside_cones(contacts, forces.tolist()):  # most samples: every foot inside its cone
+            pulling = slipping = contacts.clear
+        else:
+            k = contacts.k
+            pulling, slipping = check_forces(contacts, forces[:k], forces[k:], active)
+        base = self._base_wrench
+        return DynamicsOutputs(
+            tau_ff, out[self._tau_g], None if effort is None else out[self._qdd], None if base is None else out[base],
+            None if effort is None or base is None else out[self._base_acc], active,
+            out[self._wrench].reshape(self._wrenches), tau_free,
+            ContactChecks(pulling, slipping, _UNBALANCED if out.item(self._residual) > UNBALANCED_RTOL else _BALANCED))
 
     def block(self, q: FloatArray, v: FloatArray, a: FloatArray, effort: FloatArray | None,
               pose: FloatArray | None, active: BoolArray) -> DynamicsOutputs:
@@ -192,25 +223,20 @@ class ContactRoute:
 
     def _kernel_outputs(self, out: FloatArray, v: FloatArray, effort: FloatArray | None,
                         active: BoolArray) -> DynamicsOutputs:
-        """DynamicsOutputs from the kernel's output, one sample (size,) or rows (B, size)."""
-        one = out.ndim == 1  # the node's case: plain indexing (numpy scalars, no Ellipsis) at every sample
-        pick: Any = out.__getitem__ if one else (lambda s: out[:, s])
-        tau_ff, tau_free = pick(self._tau_ff), pick(self._tau_free)
+        """DynamicsOutputs from the kernel's output rows (B, size) of a block."""
+        tau_ff, tau_free = out[:, self._tau_ff], out[:, self._tau_free]
         if self.friction is not None:  # compensated on the contact-consistent torques too
             extra = core.friction_torque(self.friction, v[..., self._joints])
             tau_ff, tau_free = tau_ff + extra, tau_free + extra
         contacts = self.contacts
-        k, forces, residual = contacts.k, pick(self._forces), pick(self._residual)
-        if one and inside_cones(contacts, forces.tolist()):  # most samples: every foot inside its cone
-            pulling = slipping = contacts.clear
-        else:
-            pulling, slipping = check_forces(contacts, forces[..., :k], forces[..., k:], active)
-        unbalanced = (_UNBALANCED if residual > UNBALANCED_RTOL else _BALANCED) if one else residual > UNBALANCED_RTOL
+        k, forces = contacts.k, out[:, self._forces]
+        pulling, slipping = check_forces(contacts, forces[:, :k], forces[:, k:], active)
         base, base_acc = self._base_wrench, self._base_acc
         return DynamicsOutputs(
-            tau_ff, pick(self._tau_g), None if effort is None else pick(self._qdd), None if base is None else pick(base),
-            None if effort is None or base_acc is None else pick(base_acc), active,
-            pick(self._wrench).reshape(out.shape[:-1] + (k, 6)), tau_free, ContactChecks(pulling, slipping, unbalanced))
+            tau_ff, out[:, self._tau_g], None if effort is None else out[:, self._qdd],
+            None if base is None else out[:, base], None if effort is None or base_acc is None else out[:, base_acc],
+            active, out[:, self._wrench].reshape((out.shape[0], k, 6)), tau_free,
+            ContactChecks(pulling, slipping, out[:, self._residual] > UNBALANCED_RTOL))
 
 
 def compute_contact_outputs(model: Any, contacts: Contacts, q: FloatArray, v: FloatArray, a: FloatArray,
