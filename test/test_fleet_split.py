@@ -3,11 +3,11 @@
 
 The bag: a UR5 (test_replay's scenario: 200 Hz, a gap and a NaN sample) whose efforts are the
 model's inverse dynamics, dry friction on one joint and noise, plus external torque pulses, two
-of them across the cuts. Pieces of 2.5 s (cuts at 2.5 s and 5 s of an 8 s bag): the warm-up of
-the second piece starts after the gap, so its observer starts from zero against the whole
-replay's running estimate and must converge within the warm-up. A message on another topic
-4.6 s after the joint states end makes the bag's span of receive times 12.6 s: five pieces, the
-last two with few or no joint states."""
+of them across the cuts. --split-seconds 2.5 on an 8 s bag whose span of receive times is
+12.499 s (a message on another topic 4.5 s after the joint states end): five equal pieces of
+2.4998 s, the last two with few or no joint states. The warm-up of the second piece starts
+after the gap, so its observer starts from zero against the whole replay's running estimate and
+must converge within the warm-up."""
 
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ from liedyn_ros.replay import ReplayError, ReplayOptions  # noqa: E402
 from liedyn_ros.replay.identify import FIT_ALL  # noqa: E402
 
 SECONDS = 2.5  # --split-seconds
-# external torque pulses [s] on shoulder_lift_joint: across the first cut, inside the second
-# piece, across the second cut (short: it ends just after the cut)
+# external torque pulses [s] on shoulder_lift_joint: across the first cut (2.4998 s), inside the
+# second piece, across the second cut (4.9996 s; short: it ends just after the cut)
 PULSES = ((2.45, 2.75), (3.5, 3.7), (4.9, 5.02))
 PULSE_NM = 25.0
 
@@ -63,7 +63,7 @@ def bag(tmp_path_factory) -> Path:
         tau[(t >= a) & (t < b), 1] += PULSE_NM
     sc["effort"] = tau + np.random.default_rng(5).normal(0.0, 0.05, tau.shape)
     return write_bag(tmp_path_factory.mktemp("split") / "long", "mcap", sc,
-                     extra=lambda writer, ts: late_note(writer, ts, T0 + 12_600_000_000))
+                     extra=lambda writer, ts: late_note(writer, ts, T0 + 12_499_300_000))
 
 
 def late_note(writer, ts, receive_ns: int) -> None:
@@ -90,7 +90,8 @@ def replays(bag, tmp_path_factory):
 
 def test_the_pieces_cover_the_bag_exactly_once(replays):
     whole_task, _, cut_task, pieces, _ = replays
-    cuts = [None, 2.5, 5.0, 7.5, 10.0, None]
+    cuts = [p.start_s for p in cut_task.pieces] + [None]
+    assert cuts[0] is None and np.allclose(cuts[1:-1], [2.4998, 4.9996, 7.4994, 9.9992])
     assert [(p.start_s, p.end_s) for p in cut_task.pieces] == list(itertools.pairwise(cuts))
     stamps = csv_stamps(whole_task.options.out / STAMPS_CSV)
     parts = [csv_stamps(task.options.out / STAMPS_CSV) for task in piece_tasks(cut_task)]
@@ -165,8 +166,9 @@ def test_events_open_across_several_cuts_are_joined():
 
 def lagged_bag(path: Path, sc: dict) -> Path:
     """The scenario's joint states received 3 s after their stamps at first, then ever less late
-    (0.5 s a second), and a late message on another topic: a piece's seek, from the first
-    message's lag, starts reading after the warm-up of the piece from 5 s (not before)."""
+    (0.5 s a second), and a late message on another topic (9 s of receive times: 4 pieces of
+    2.25 s): the seek of the piece from 4.5 s, from the first message's lag, starts reading
+    after its warm-up."""
     ts = get_typestore(Stores.ROS2_HUMBLE)
     with Writer2(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
         conn = writer.add_connection("/joint_states", "sensor_msgs/msg/JointState", typestore=ts)
@@ -201,7 +203,7 @@ def test_the_fleet_splits_merges_and_stores_one_bag(bag, replays, tmp_path):
     rows = {Path(r["bag"]).name: r for r in read_table(out, "bags").to_pylist()}
     assert (rows["lagged"]["status"], rows["lagged"]["samples"]) == ("ok", 9 * 200 - 60)  # less the gap
     cut = split(make_task(BagEntry(lagged, "ur5"), out, ReplayOptions(out=out, urdf=ur5_urdf())), SECONDS)
-    assert len(cut.pieces) == 3  # it was cut, and replayed whole after its last piece refused
+    assert len(cut.pieces) == 4  # it was cut, and replayed whole after its piece from 4.5 s refused
     assert not list((out / "bags" / rows["lagged"]["name"]).glob("piece-*"))
     assert json.loads((out / "bags" / rows["lagged"]["name"] / "summary.json").read_text())["samples"] == 9 * 200 - 60
     assert rows["long"]["samples"] == whole.bag["samples"] and rows["long"]["end_ns"] == whole.bag["end_ns"]

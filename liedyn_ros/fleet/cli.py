@@ -57,8 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only compact DIR's store (no bags): move the per-bag Parquet files a run left "
                    "(every run compacts at its end) into one file per table, robot and month")
     p.add_argument("--split-seconds", type=float, metavar="S",
-                   help="cut each bag lasting 2 S or more into pieces of S seconds (the last up to 2 S), each a "
-                   "task of its own, merged into the bag's one set of rows: for a few long bags on many workers "
+                   help="cut each bag lasting more than S seconds into the fewest equal pieces of at most S, each "
+                   "a task of its own, merged into the bag's one set of rows: for a few long bags on many workers "
                    "(default: off, every bag one task; docs/fleet.md, 'Long bags')")
     return p
 

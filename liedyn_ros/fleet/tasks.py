@@ -4,8 +4,8 @@ A task runs `liedyn_ros.replay.replay` with the options `liedyn-replay` would us
 so the per-bag numbers are those of replaying it alone; its rows are read from the summary.json
 that replay wrote. A bag whose replay fails returns an error row instead, so the others go on.
 
-With --split-seconds S a bag longer than 2 S is cut by time into pieces of S (the last up to
-2 S), each a task of its own (replay.Piece: a warm-up before its cut, events from the cut) into
+With --split-seconds S a bag longer than S is cut by time into equal pieces of at most S, each
+a task of its own (replay.Piece: a warm-up before its cut, events from the cut) into
 DIR/bags/<name>/piece-NNN/; `merge_pieces` then makes of their summaries one summary.json, one
 equations.pkl and one set of rows, as of the bag replayed whole (docs/fleet.md, "Long bags").
 """
@@ -97,8 +97,8 @@ def _key(path: Path, options: ReplayOptions) -> str:
 
 
 def split(task: BagTask, seconds: float) -> BagTask:
-    """The task cut into pieces of `seconds` (the last up to twice that) when the bag lasts at least
-    twice as long (its receive times' span); its key then says so (a re-run with another
+    """The task cut into the fewest pieces of equal length, at most `seconds`, when the bag lasts
+    longer (the span of its receive times); its key then says so (a re-run with another
     --split-seconds replays it again). A bag that cannot be opened, or only by salvage, stays whole."""
     try:
         with BagSet([task.entry.path]) as bags:
@@ -107,10 +107,10 @@ def split(task: BagTask, seconds: float) -> BagTask:
             duration = max(bag.reader.duration for bag in bags.bags) * 1e-9
     except Exception:  # noqa: BLE001 -- the whole bag's replay says what is wrong with it
         return task
-    count = int(duration // seconds)
+    count = math.ceil(duration / seconds)
     if count < 2:
         return task
-    cuts = [None] + [k * seconds for k in range(1, count)] + [None]
+    cuts = [None] + [k * duration / count for k in range(1, count)] + [None]  # equal: no piece last alone
     pieces = tuple(Piece(a, b) for a, b in itertools.pairwise(cuts))
     key = hashlib.sha256(f"{task.key}\0split {seconds!r}".encode()).hexdigest()
     return dataclasses.replace(task, key=key, pieces=pieces)
