@@ -19,6 +19,7 @@ from liedyn_ros.pipeline import (
     compute_contact_outputs,
     compute_outputs,
     resolve_contacts,
+    wrench_at_link,
 )
 from liedyn_ros.robot_data import robots_dir
 
@@ -389,3 +390,44 @@ def test_a_block_takes_the_compiled_sample_and_the_general_path_for_what_it_decl
             elif y is not None:
                 np.testing.assert_allclose(x, y, rtol=1e-8, atol=1e-8, err_msg=f"row {b}: {name}")
     assert block.checks.unbalanced[1] and not block.checks.unbalanced[0]
+
+
+def test_stats_count_every_violation_the_published_checks_show(solo) -> None:
+    """/diagnostics' counts are what the published samples flag, whichever way the stream counts them
+    (a sample with only the base unbalanced, two diagonal feet down, takes a shorter way than one
+    with a foot pulling or slipping): flags switching on a moving recording give all three kinds."""
+    model = solo[0]
+    rec = contact_sim.simulate(first_s=0.08, second_s=0.0)
+    pipe = DynamicsPipeline(model, config(contact_source="topic", contact_max_age=0.02))
+    counts = {"pulling": 0, "slipping": 0, "unbalanced": 0}
+    offenders: dict[str, tuple[str, ...]] = {}
+    for k in range(len(rec.t)):
+        stamp = STAMP + int(rec.t[k] * 1e9)
+        q, v = rec.q[k], rec.v[k]
+        pipe.on_odometry(odometry("rosbags", stamp, q[:3], q[3:7], np.concatenate([v[3:6], v[:3]]), "base_link"))
+        pipe.on_contact_state(flags([int((k // 8 + i) % 3 != 0) for i in range(4)]), stamp)
+        out = pipe.on_joint_state(ros_joint_state(stamp, list(model.joint_names), q[7:], v[6:], rec.tau[k]))
+        checks = out.outputs.checks
+        for kind in ("pulling", "slipping"):
+            flagged = getattr(checks, kind).tolist()
+            counts[kind] += sum(flagged)
+            if any(flagged):
+                offenders[kind] = tuple(link for link, bad in zip(FEET, flagged) if bad)
+        counts["unbalanced"] += bool(checks.unbalanced)
+    stats = pipe.stats
+    assert min(counts.values()) > 0, counts  # every way of counting was taken
+    assert (stats.contact_pulling, stats.contact_slipping, stats.contact_unbalanced) == \
+        (counts["pulling"], counts["slipping"], counts["unbalanced"])
+    assert stats.contact_offenders == offenders
+
+
+@pytest.mark.parametrize("offset", [(0.0, 0.0, 0.0), (0.01, -0.02, -0.015)])
+def test_contact_wrenches_about_the_link_origins(solo, offset) -> None:
+    """wrench_at_link (the contact_wrench/<link> messages): a wrench (m, f) at the contact point p is
+    (m + p x f, f) about the link origin; with every p zero, the same values."""
+    model = solo[0]
+    contacts = resolve_contacts(model, config(contact_offsets=offset))
+    wrench = np.random.default_rng(3).normal(size=(5, 4, 6))
+    expected = wrench.copy()
+    expected[..., :3] += np.cross(np.asarray(offset), wrench[..., 3:])
+    np.testing.assert_allclose(wrench_at_link(contacts, wrench), expected, rtol=0, atol=1e-15)
