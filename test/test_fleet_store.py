@@ -277,3 +277,30 @@ def test_the_docs_sql_runs_unchanged_over_views_of_the_parquet_files(tmp_path):
         for sql in questions:
             assert con.execute(sql).fetchall() == copy.execute(sql).fetchall() != []
     assert len(fleet.truth) == 10
+
+
+def test_a_bags_content_key_is_read_again_only_when_its_files_stat_changes(tmp_path):
+    """tasks.content_key with the keys of earlier runs (kept in the store): an unchanged bag is
+    not read (shown by a rewrite that keeps size, mtime and inode: its old key comes back, the
+    documented blind spot); once touched it is read again, and its new bytes give their key.
+    (A touch alone keeps the key: test_fleet.py's re-run after os.utime replays nothing.)"""
+    from liedyn_ros.fleet.tasks import content_key
+
+    bag = tmp_path / "bags" / "day0"  # a rosbag2 directory
+    bag.mkdir(parents=True)
+    (bag / "metadata.yaml").write_text("rosbag2_bagfile_information: {}\n")
+    data = bag / "day0_0.mcap"
+    data.write_bytes(b"a" * 3_000_000)
+    known: dict = {}
+    first = content_key(bag, known)
+    assert first == content_key(bag) and set(known) == {str(bag)}
+    store.write_content_keys(tmp_path, known)
+    known = store.content_keys(tmp_path)
+    stat = data.stat()
+    with data.open("r+b") as f:  # same size, same inode, then the old mtime put back
+        f.write(b"b" * 1000)
+    os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert content_key(bag, known) == first != content_key(bag)
+    os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # touched: read again
+    assert content_key(bag, known) == content_key(bag) != first
+    assert known[str(bag)][1] == content_key(bag)

@@ -128,7 +128,9 @@ def run_fleet(entries: Sequence[BagEntry], out: Path, options: ReplayOptions, sc
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     stored = store.stored_keys(out)
-    tasks = [make_task(entry, out, options) for entry in entries]
+    known = store.content_keys(out)  # a bag whose files' stat is unchanged is not read again
+    tasks = [make_task(entry, out, options, known) for entry in entries]
+    store.write_content_keys(out, known)
     for k, task in enumerate(tasks):  # the manifest's split_seconds over the command line's
         seconds = split_seconds if task.entry.split_seconds is None else task.entry.split_seconds
         if seconds:

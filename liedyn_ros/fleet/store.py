@@ -69,6 +69,8 @@ SCHEMAS = {
     ]),
 }
 PER_BAG = ("bags", "joint_stats")
+# path of a bag (or URDF, parameter file) -> its files' signature and content key (tasks.content_key)
+CONTENT_KEYS = pa.schema([("path", pa.string()), ("signature", pa.string()), ("key", pa.string())])
 INCOMING = "incoming"
 PART = re.compile(r"part-.*-[0-9a-f]{8}-(\d{4}-\d{2}|undated)\.parquet")
 LOCK = ".fleet.lock"
@@ -125,6 +127,22 @@ def stored_keys(out: Path) -> dict[str, str]:
     """bag path -> content key of the bags already in the store."""
     bags = read_table(out, "bags", ["bag", "key"])
     return dict(zip(bags.column("bag").to_pylist(), bags.column("key").to_pylist()))
+
+
+def content_keys(out: Path) -> dict[str, tuple[str, str]]:
+    """The content keys of earlier runs (DIR/parquet/content_keys.parquet), for tasks.content_key."""
+    path = parquet_dir(out) / "content_keys.parquet"
+    if not path.exists():
+        return {}
+    known = pq.read_table(path, schema=CONTENT_KEYS)
+    return dict(zip(known["path"].to_pylist(), zip(known["signature"].to_pylist(), known["key"].to_pylist())))
+
+
+def write_content_keys(out: Path, known: Mapping[str, tuple[str, str]]) -> None:
+    parquet_dir(out).mkdir(parents=True, exist_ok=True)
+    _write(pa.table({"path": list(known), "signature": [s for s, _ in known.values()],
+                     "key": [k for _, k in known.values()]}, schema=CONTENT_KEYS),
+           parquet_dir(out) / "content_keys.parquet")
 
 
 @dataclass(frozen=True)
