@@ -196,6 +196,11 @@ class ContactRoute:
             if effort is not None and free.qdd_pred is not None:
                 out = constrained_predictions(model, self.contacts, q, v, rigid_body_effort(model, v, effort, friction),
                                               pose, active, rows, out, fast)
+        if not rows.any():  # flight: check_forces flags active contacts only, so nothing to compute
+            if active.ndim == 1:
+                return out._replace(checks=ContactChecks(self.contacts.clear, self.contacts.clear, unbalanced))
+            return out._replace(checks=ContactChecks(np.zeros(active.shape, dtype=bool),
+                                                     np.zeros(active.shape, dtype=bool), unbalanced))
         pulling, slipping = check_wrenches(model, self.contacts, q, pose, wrench, active, fast)
         return out._replace(checks=ContactChecks(pulling, slipping, unbalanced))
 
