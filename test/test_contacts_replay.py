@@ -4,13 +4,14 @@ torques closest to the measured efforts leave below 1 % of them, in every phase,
 unconstrained RNEA misses the weight the knees carry."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from liedyn_ros import pipeline
+from liedyn_ros import core, pipeline
 from liedyn_ros.replay import ReplayOptions, replay
 
 import contact_sim  # noqa: E402  (test/ helper)
@@ -101,3 +102,27 @@ def test_contact_consistent_residual_below_one_percent(tmp_path, recordings, nam
         assert [links[foot]["tipping"] for foot in robot.feet] == list(off_sole.sum(axis=0))
     if source == "topic":
         assert (out / "contact_forces.png").is_file()
+
+
+def test_observer_source_says_when_its_threshold_is_above_the_weight_per_foot(tmp_path, recordings):
+    """The default contact_force_threshold (20 N) on a 2.5 kg Solo12 (about 6 N a foot): the
+    observer never sees a foot down, which the simulator's states contradict, and the replay
+    says why in its problems (and the pipeline, for the node's log); with a threshold below the
+    weight per foot the note is gone."""
+    robot, rec = recording(recordings, "solo12")
+    bag = contact_sim.write_bag(tmp_path / "bag", rec)
+    path = params(tmp_path, robot, "observer")
+    path.write_text(path.read_text().replace("contact_force_threshold: 1.0", "contact_force_threshold: 20.0"))
+    out = tmp_path / "out"
+    report = replay([bag], ReplayOptions(out=out, urdf=robot.urdf, odom_topic="/odom", params=path, progress=False,
+                                         plots=False))
+    links = json.loads((out / "summary.json").read_text())["contacts"]["links"]
+    assert rec.active.sum() > 0 and all(links[foot]["active"] == 0 for foot in robot.feet)
+    weight = core.load_urdf(robot.urdf.read_text(), floating_base=True).mass * 9.81 / len(robot.feet)
+    notes = [p for p in report.problems if "contact_force_threshold 20 N" in p]
+    assert len(notes) == 1 and f"{weight:.3g} N" in notes[0], report.problems
+    config = pipeline.PipelineConfig(contact_links=tuple(robot.feet), contact_source=pipeline.ContactSource.OBSERVER)
+    model = core.load_urdf(robot.urdf.read_text(), floating_base=True)
+    assert pipeline.DynamicsPipeline(model, config).contact_note == notes[0]
+    lower = dataclasses.replace(config, contact_force_threshold=0.9 * weight)
+    assert pipeline.DynamicsPipeline(model, lower).contact_note is None

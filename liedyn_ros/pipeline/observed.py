@@ -37,10 +37,27 @@ from numpy.typing import NDArray
 
 from liedyn_ros import core
 from liedyn_ros.core.constraints.fit import ContactFit
-from liedyn_ros.pipeline.config import FloatArray
+from liedyn_ros.pipeline.config import ContactSource, FloatArray, PipelineConfig
 from liedyn_ros.pipeline.contacts import Contacts, contact_frames, stacked_forces
 
 BoolArray = NDArray[np.bool_]
+
+
+def unreachable_touchdown(model: Any, contacts: Contacts | None, config: PipelineConfig) -> str | None:
+    """Why ``contact_source: observer`` would never see a contact down on a robot standing on all
+    of them (its weight per contact, m |g| / k, at most ``contact_force_threshold``), or None. A
+    2.5 kg Solo12 puts about 6 N on each foot, below the default 20 N: every sample would be
+    taken as flight."""
+    if contacts is None or config.contact_source is not ContactSource.OBSERVER or not model.floating_base:
+        return None
+    threshold = config.contact_force_threshold
+    per_contact = model.mass * float(np.linalg.norm(model.gravity)) / contacts.k
+    if per_contact > threshold:
+        return None
+    return (f"contact_force_threshold {threshold:g} N is not below the robot's weight per contact, "
+            f"{per_contact:.3g} N ({model.mass:.3g} kg on {contacts.k} contacts): contact_source observer then sees "
+            "a contact only where a foot carries more than the weight it stands on, and takes the robot standing "
+            f"as in flight; set contact_force_threshold below it (e.g. {per_contact / 2:.2g})")
 
 
 def contact_estimate(model: Any, contacts: Contacts, q: FloatArray, base_pose: FloatArray | None, r: FloatArray

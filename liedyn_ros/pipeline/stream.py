@@ -25,7 +25,7 @@ from liedyn_ros.pipeline.contacts import (
 )
 from liedyn_ros.pipeline.decode import JointSample, JointStateDecoder, stamp_to_ns
 from liedyn_ros.pipeline.loops import resolve_loops
-from liedyn_ros.pipeline.observed import ContactObserver, event_residual, measured_torque
+from liedyn_ros.pipeline.observed import ContactObserver, event_residual, measured_torque, unreachable_touchdown
 from liedyn_ros.pipeline.estimate import AccelerationEstimator
 from liedyn_ros.pipeline.pair import BaseState, Reference, decode_odometry, decode_reference, pair_odometry
 from liedyn_ros.pipeline.payload import Dynamics
@@ -189,6 +189,8 @@ class DynamicsPipeline:
         self._contact_observer = None if self.contacts is None or not cfg.external_torque_observer else \
             ContactObserver(self.contacts, cfg.contact_force_threshold, cfg.contact_force_release,
                             cfg.contact_source is ContactSource.OBSERVER)
+        # Said once by whoever runs the pipeline (the node at model load, the replay in its problems).
+        self.contact_note = unreachable_touchdown(model, self.contacts, cfg)
         self._route = self._choose_route(self._dynamics)
         self._measured_wrench: FloatArray | None = None  # the sensors' wrenches of the latest sample
         n_base = 6 if self._floating else 0

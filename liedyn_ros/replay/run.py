@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from liedyn_ros import core, pipeline
+from liedyn_ros.pipeline.observed import unreachable_touchdown
 from liedyn_ros.pipeline.payload import DYNAMICS_PARAMETERS, Dynamics, dynamics_from
 
 from . import diagnose, hints
@@ -367,7 +368,8 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
         summary.collisions = external.collisions(usable) if external is not None else []
         summary.hints = hints.find(summary, clues, bool(np.any(model.gravity)), bags) if usable else []
         problems = (bags.problems() + diagnose.stamp_warnings(stream.skipped, stream.received)
-                    + diagnose.effort_warnings(summary, bags, topics, model, config.passive_joints))
+                    + diagnose.effort_warnings(summary, bags, topics, model, config.passive_joints)
+                    + [note for note in [unreachable_touchdown(model, contacts, config)] if note])
         skipped_types = bags.undecodable()
         salvage = bags.salvage()
     threshold = None if external is None else external.thresholds
