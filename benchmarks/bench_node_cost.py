@@ -8,6 +8,9 @@ the load falls on both alike:
   rosbag record or RViz would be): ``objects``, the factory's refilled messages converted by
   rclpy's publish, against ``bytes``, the node's way (pipeline.SerializedOutputs: CDR bytes
   patched into one serialized message per topic, published as they are);
+- taking and decoding a joint state: ``objects``, rclpy's take into a message object then the
+  pipeline's decoder, against ``bytes``, the node's way (a raw take, pipeline.cdr.JointStateBytes'
+  views on the arrays, then the same decoder);
 - taking and decoding an odometry message: ``objects``, rclpy's take into a message object then
   pipeline.decode_odometry, against ``bytes``, the node's way (a raw take, pipeline.cdr reading
   the stamp, child frame, pose and twist alone).
@@ -24,8 +27,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import yaml
@@ -42,6 +46,7 @@ except ImportError:
 from bench_ros_latency import OTHER_OUTPUTS, cases
 
 from liedyn_ros import core
+from liedyn_ros.pipeline import SkipReason
 
 RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
 
@@ -112,6 +117,36 @@ def odometry(node: Any, samples: int, rounds: int) -> dict[str, float]:
             assert pipeline.on_odometry(taken[0]) is None
         return step
 
+    return taken_in_rounds(publisher, msg, take, samples, rounds)
+
+
+def joint_states(node: Any, model: Any, samples: int, rounds: int) -> dict[str, float]:
+    rng = np.random.default_rng(1)
+    msg = JointState(name=list(model.joint_names), position=rng.uniform(-1, 1, model.n).tolist(),
+                     velocity=rng.normal(size=model.n).tolist(), effort=rng.normal(size=model.n).tolist())
+    publisher = node.create_publisher(JointState, "cost_joint_states", RELIABLE)
+    subs = {raw: node.create_subscription(JointState, "cost_joint_states", lambda m: None, RELIABLE, raw=raw)
+            for raw in (False, True)}
+    decoder, reader = node._pipeline.decoder, node._joint_states
+
+    def take(raw: bool) -> Callable[[int], None]:
+        sub = subs[raw]
+
+        def step(i: int) -> None:
+            with sub.handle:
+                taken = sub.handle.take_message(sub.msg_type, sub.raw)
+            assert taken is not None
+            decoded = decoder.decode(reader.read(taken[0]) if raw else taken[0])
+            assert not isinstance(decoded, SkipReason), decoded
+        return step
+
+    return taken_in_rounds(publisher, msg, take, samples, rounds)
+
+
+def taken_in_rounds(publisher: Any, msg: Any, take: Callable[[bool], Callable[[int], None]], samples: int,
+                    rounds: int) -> dict[str, float]:
+    """Per round, publish a batch of ``msg`` (stamped 1 s + k ns) to the two subscriptions
+    (message objects and raw), then time taking and decoding them from each."""
     results: dict[str, list[float]] = {"objects": [], "bytes": []}
     batch = min(samples, 900)  # within the subscriptions' depth
     for _ in range(rounds):
@@ -170,7 +205,8 @@ def main() -> None:
                         node._outputs[t].get_subscription_count() for t in ("feedforward_torque", "gravity_torque")):
                     time.sleep(0.1)
                 print(case.title)
-                rows = [("publishing a sample's outputs", publishing(node, model, args.samples, args.rounds))]
+                rows = [("taking + decoding one joint state", joint_states(node, model, args.samples, args.rounds)),
+                        ("publishing a sample's outputs", publishing(node, model, args.samples, args.rounds))]
                 if model.floating_base:
                     rows.append(("taking + decoding one odometry", odometry(node, args.samples, args.rounds)))
                 for what, r in rows:

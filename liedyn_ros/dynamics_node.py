@@ -55,7 +55,7 @@ from liedyn_ros.pipeline import (
     check_parameters,
     contact_wrench_topic,
 )
-from liedyn_ros.pipeline.cdr import byte_order
+from liedyn_ros.pipeline.cdr import JointStateBytes, byte_order
 from liedyn_ros.pipeline.diagnostics import DiagnosticsReporter, NodeErrors
 from liedyn_ros.pipeline.payload import DYNAMICS_PARAMETERS, Dynamics, dynamics_from
 
@@ -89,6 +89,8 @@ class DynamicsNode(Node):
         self._pipeline: DynamicsPipeline | None = None
         self._factory: OutputMessageFactory | None = None
         self._serialized: SerializedOutputs | None = None  # the factory's messages as CDR bytes
+        # joint states taken as CDR bytes, read by views (or deserialized when not plain CDR)
+        self._joint_states = JointStateBytes(functools.partial(deserialize_message, message_type=sensor_msgs.JointState))
         self._description = ""
         self._model_status = WAITING
         self._rebuild = False
@@ -186,11 +188,13 @@ class DynamicsNode(Node):
         return pubs
 
     def _create_subscriptions(self) -> None:
-        # Sensor-data QoS (best effort) also receives from reliable publishers.
+        # Sensor-data QoS (best effort) also receives from reliable publishers. Raw, as odometry:
+        # reading a joint state's CDR bytes (pipeline.cdr.JointStateBytes) costs a fraction of
+        # rclpy's conversion into a message object.
         overrides = QoSOverridingOptions.with_default_policies()
         self.joint_state_subscription = self.create_subscription(
             sensor_msgs.JointState, "joint_states", self._guard(self._on_joint_state, "joint state"),
-            qos_profile_sensor_data, qos_overriding_options=overrides,
+            qos_profile_sensor_data, qos_overriding_options=overrides, raw=True,
         )
         self.create_subscription(trajectory_msgs.JointTrajectory, "reference",
                                  self._guard(self._on_reference, "reference"), 10)
@@ -352,7 +356,7 @@ class DynamicsNode(Node):
 
     # -- callbacks --------------------------------------------------------------------------
 
-    def _on_joint_state(self, msg: sensor_msgs.JointState) -> None:
+    def _on_joint_state(self, raw: bytes) -> None:
         if not self._active:
             return
         if self._rebuild:
@@ -363,7 +367,7 @@ class DynamicsNode(Node):
             self.get_logger().info("payload/friction parameters applied")
         if self._pipeline is None or self._serialized is None:
             return
-        out = self._pipeline.on_joint_state(msg)
+        out = self._pipeline.on_joint_state(self._joint_states.read(raw))
         if out is None:
             return
         # Only the topics someone listens to: an output nobody takes is not even encoded.

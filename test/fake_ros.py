@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
+from rosbags.interfaces import Nodetype
 from rosbags.typesys import Stores, get_typestore
 
 TYPESTORE = get_typestore(Stores.ROS2_HUMBLE)
@@ -47,6 +48,24 @@ def serialize_message(msg: Any) -> bytes:
 
 def deserialize_message(serialized_message: bytes, message_type: Any) -> Any:
     return TYPESTORE.deserialize_cdr(serialized_message, message_type.__msgtype__)
+
+
+def as_typestore(value: Any, msgtype: str) -> Any:
+    """A message shaped like rclpy's (the fields as attributes, arrays of numbers as array.array,
+    lists or numpy) as the typestore's ``msgtype``, which rosbags serializes."""
+    fields = {}
+    for name, (nodetype, detail) in TYPESTORE.fielddefs[msgtype][1]:
+        item = getattr(value, name)
+        if nodetype == Nodetype.NAME:
+            item = as_typestore(item, detail)
+        elif nodetype in (Nodetype.ARRAY, Nodetype.SEQUENCE):
+            (kind, element), _ = detail
+            if kind == Nodetype.NAME:
+                item = [as_typestore(x, element) for x in item]
+            elif element[0] != "string":
+                item = np.asarray(item, dtype=element[0])
+        fields[name] = item
+    return TYPES[msgtype](**fields)
 
 
 def _numpy_fields(value: Any) -> Any:
@@ -157,8 +176,12 @@ class Node:
         return self.outputs.setdefault(topic, Publisher(topic, kind))
 
     def create_subscription(self, kind: Any, topic: str, callback: Callable[[Any], None], qos: Any,
-                            **options: Any) -> str:
-        self.callbacks[topic] = callback
+                            raw: bool = False, **options: Any) -> str:
+        if raw:  # rclpy hands a raw subscription the CDR bytes: so does this one, of the message sent
+            self.callbacks[topic] = lambda msg: callback(
+                msg if isinstance(msg, bytes) else serialize_message(as_typestore(msg, kind.__msgtype__)))
+        else:
+            self.callbacks[topic] = callback
         return topic
 
     def destroy_subscription(self, topic: str) -> None:

@@ -49,9 +49,14 @@ def deep_chain(n: int) -> str:
 
 @pytest.mark.launch_test
 def generate_test_description():  # type: ignore[no-untyped-def]
+    # Every joint state must be answered: a reliable, deep joint_states queue (the node's default,
+    # best effort and 5 deep, drops samples whenever a loaded machine's scheduler holds the node
+    # longer than 25 ms at 200 Hz), so that the test checks the clock resets, not the scheduler.
     node = launch_ros.actions.Node(
         package="liedyn_ros", executable="dynamics_node", name=NODE, output="screen",
-        parameters=[{"robot_description": ARM, "diagnostics_period": 0.2}],
+        parameters=[{"robot_description": ARM, "diagnostics_period": 0.2,
+                     "qos_overrides./joint_states.subscription.reliability": "reliable",
+                     "qos_overrides./joint_states.subscription.depth": 1000}],
     )
     return launch.LaunchDescription([node, launch_testing.actions.ReadyToTest()]), {"dynamics": node}
 

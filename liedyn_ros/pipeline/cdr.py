@@ -1,4 +1,5 @@
-"""Reading ROS 2 messages' CDR bytes without a middleware: the primitives, and nav_msgs/Odometry.
+"""Reading ROS 2 messages' CDR bytes without a middleware: the primitives, nav_msgs/Odometry and
+sensor_msgs/JointState.
 
 ROS 2 serializes messages as CDR (XCDR1): a 4-byte encapsulation header (00 01 00 00 little-,
 00 00 00 00 big-endian), then the fields in definition order, each aligned to its size counted
@@ -6,16 +7,23 @@ from the byte after the header; a string is a uint32 length counting its NUL, th
 NUL; a sequence a uint32 count and its elements (for float64 elements, padding to 8 only when
 the count is not zero, as both Fast-CDR and rosbags do).
 
-The node takes odometry as these bytes (rclpy's raw subscription) and reads only what it uses,
-the stamp, child_frame_id, pose and twist: converting the whole message (two 36-entry
-covariances, two headers' strings) into a Python object costs several times more.
+The node takes odometry and joint states as these bytes (rclpy's raw subscriptions) and reads
+only what it uses: of odometry the stamp, child_frame_id, pose and twist (converting the whole
+message, two 36-entry covariances and two headers' strings, into a Python object costs several
+times more); of a joint state, whose layout (frame id, names, array lengths) a driver repeats in
+every message, numpy views on its three float64 arrays (:class:`JointStateBytes`).
 """
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
-from liedyn_ros.pipeline.config import NS_PER_S
+import numpy as np
+from numpy.typing import NDArray
+
+from liedyn_ros.pipeline.config import NS_PER_S, FloatArray
 
 CDR_LE = b"\x00\x01"  # the encapsulation of little-endian CDR (ROS 2's on every common host)
 CDR_BE = b"\x00\x00"
@@ -82,3 +90,147 @@ def read_odometry(data: Buffer) -> OdometryFields:
     if not end <= len(data) <= end + 7:  # after it, padding only
         raise ValueError(f"not a nav_msgs/Odometry: {len(data)} bytes")
     return OdometryFields(sec * NS_PER_S + nanosec, child, pose[:3], pose[3:7], twist[:3], twist[3:])
+
+
+@dataclass(frozen=True)
+class JointStateLayout:
+    """Where the variable parts of one JointState layout are.
+
+    arrays: (byte offset, count) of position, velocity and effort; structure: the offsets
+    of every other byte, which must be identical for a message to share this layout; order:
+    struct's byte order of the message.
+    """
+
+    frame_id: str
+    names: tuple[str, ...]
+    arrays: tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
+    structure: NDArray[np.intp]
+    order: str = "<"
+
+
+def parse_layout(data: Buffer, order: str = "<") -> JointStateLayout | None:
+    """The layout of one CDR JointState of byte order ``order`` (little-endian unless told), or
+    None if ``data`` is not one."""
+    if byte_order(data) != order:
+        return None
+    pos = BODY + 8  # after header.stamp (int32 sec, uint32 nanosec)
+    try:
+        frame_id, pos = read_string(data, pos, order)
+        count, pos = read_u32(data, pos, order)
+        names = []
+        for _ in range(count):
+            name, pos = read_string(data, pos, order)
+            names.append(name)
+        arrays = []
+        for _ in range(3):
+            count, pos = read_u32(data, pos, order)
+            if count:
+                pos = align(pos, 8)
+            arrays.append((pos, count))
+            pos += 8 * count
+    except (struct.error, UnicodeDecodeError, ValueError):
+        return None
+    if pos > len(data) or len(data) - pos > 7:  # trailing bytes can only be padding
+        return None
+    variable = np.zeros(len(data), dtype=bool)
+    variable[BODY : BODY + 8] = True  # the stamp
+    for offset, count in arrays:
+        variable[offset : offset + 8 * count] = True
+    return JointStateLayout(
+        frame_id, tuple(names), (arrays[0], arrays[1], arrays[2]), np.flatnonzero(~variable), order
+    )
+
+
+class Stamp(NamedTuple):
+    sec: int
+    nanosec: int
+
+
+class Header(NamedTuple):
+    stamp: Stamp
+    frame_id: str
+
+
+class JointStateFields(NamedTuple):
+    """A sensor_msgs/JointState read from its CDR bytes, with the attributes the pipeline reads of
+    a message (header.stamp, header.frame_id, name, position, velocity, effort; the arrays are
+    read-only views on the bytes)."""
+
+    header: Header
+    name: tuple[str, ...]
+    position: FloatArray
+    velocity: FloatArray
+    effort: FloatArray
+
+
+class JointStateBytes:
+    """CDR bytes of sensor_msgs/JointState -> :class:`JointStateFields`, for the node's raw joint
+    state subscription.
+
+    A driver sends one layout (frame id, names, array lengths) again and again: a message of a
+    layout other than the last one's is parsed (:func:`parse_layout`, either byte order) and
+    its reading checked against ``deserialize`` (the middleware's own deserialization, rclpy's in
+    the node); while the messages keep every byte but the stamp and the arrays' values, each is
+    read by one numpy view on its float64 values, sliced into the three arrays. Whatever cannot be read that way is ``deserialize``'d and returned
+    as that message: bytes that are not plain CDR (another encapsulation), and a layout the check
+    refuses (then every message of it).
+    """
+
+    def __init__(self, deserialize: Callable[[bytes], Any]) -> None:
+        self.deserialize = deserialize
+        self._size = -1  # of the last layout's messages (-1: none yet)
+        # (start, end, bytes) of each run of bytes outside the stamp and the arrays' values
+        self._same: tuple[tuple[int, int, bytes], ...] = ()
+        self._layout: JointStateLayout | None = None  # the last layout, if its reading agreed
+        self._dtype = np.dtype("<f8")
+        self._stamp = struct.Struct("<iI")
+        # The arrays' values lie on one grid of float64 (each non-empty array starts 8-aligned
+        # after the encapsulation header): one view of it from the first value to the last,
+        # (offset, count), and each array's slice of it.
+        self._grid = (0, 0)
+        self._slices = ((0, 0), (0, 0), (0, 0))
+
+    def read(self, data: bytes) -> Any:
+        """The message of ``data``: :class:`JointStateFields`, or ``deserialize(data)``."""
+        if len(data) != self._size or any(data[a:b] != same for a, b, same in self._same):
+            return self._learn(data)
+        layout = self._layout
+        return self.deserialize(data) if layout is None else self._fields(data, layout)
+
+    def _fields(self, data: bytes, layout: JointStateLayout) -> JointStateFields:
+        sec, nanosec = self._stamp.unpack_from(data, BODY)
+        offset, count = self._grid
+        grid = np.frombuffer(data, self._dtype, count, offset)
+        (p, p_end), (v, v_end), (e, e_end) = self._slices
+        return JointStateFields(Header(Stamp(sec, nanosec), layout.frame_id), layout.names,
+                                grid[p:p_end], grid[v:v_end], grid[e:e_end])
+
+    def _learn(self, data: bytes) -> Any:
+        """``data``, of a layout other than the last one's: its message, which also decides whether
+        this layout's messages are read from their bytes from now on."""
+        expected = self.deserialize(data)  # a message it refuses is refused all the same
+        order = byte_order(data)
+        layout = None if order is None else parse_layout(data, order)
+        self._size, self._same, self._layout = -1, (), None
+        if layout is None:  # not plain CDR, or not a JointState CDR layout: the message as deserialized
+            return expected
+        self._dtype, self._stamp = np.dtype(layout.order + "f8"), struct.Struct(layout.order + "iI")
+        filled = [(offset, count) for offset, count in layout.arrays if count]
+        first = filled[0][0] if filled else BODY
+        last = max((offset + 8 * count for offset, count in filled), default=first)
+        self._grid = (first, (last - first) // 8)
+        position, velocity, effort = (((offset - first) // 8, (offset - first) // 8 + count) if count else (0, 0)
+                                      for offset, count in layout.arrays)
+        self._slices = (position, velocity, effort)
+        fields = self._fields(data, layout)
+        agrees = (tuple(expected.name) == fields.name and str(expected.header.frame_id) == fields.header.frame_id
+                  and (expected.header.stamp.sec, expected.header.stamp.nanosec) == fields.header.stamp
+                  and all(np.asarray(want, dtype=np.float64).tobytes() == np.asarray(have, dtype=np.float64).tobytes()
+                          for want, have in zip((expected.position, expected.velocity, expected.effort),
+                                                fields[2:])))
+        # Every byte but the stamp's and the arrays' values (their counts and the padding included).
+        ends = [0, BODY + 8] + [offset + 8 * count for offset, count in layout.arrays]
+        starts = [BODY] + [offset for offset, _ in layout.arrays] + [len(data)]
+        self._size, self._same = len(data), tuple((a, b, data[a:b]) for a, b in zip(ends, starts) if b > a)
+        self._layout = layout if agrees else None
+        return fields if agrees else expected

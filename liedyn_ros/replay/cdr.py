@@ -18,69 +18,20 @@ zero, as both Fast-CDR and rosbags do) padding to 8 and the doubles.
 
 from __future__ import annotations
 
-import struct
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from liedyn_ros.pipeline import NS_PER_S, JointStateArrays
-from liedyn_ros.pipeline.cdr import CDR_LE, align, read_string, read_u32
+from liedyn_ros.pipeline.cdr import JointStateLayout, parse_layout
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from numpy.typing import NDArray
 
-_STAMP = slice(4, 12)  # header.stamp: int32 sec, uint32 nanosec
-
 Deserialize = Callable[["bytes | memoryview"], Any]
-
-
-@dataclass(frozen=True)
-class JointStateLayout:
-    """Where the variable parts of one JointState layout are.
-
-    arrays: (byte offset, count) of position, velocity and effort; structure: the offsets
-    of every other byte, which must be identical for a message to share this layout.
-    """
-
-    frame_id: str
-    names: tuple[str, ...]
-    arrays: tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
-    structure: NDArray[np.intp]
-
-
-def parse_layout(data: bytes) -> JointStateLayout | None:
-    """The layout of one little-endian CDR JointState, or None if `data` is not one."""
-    if data[:2] != CDR_LE:
-        return None
-    pos = _STAMP.stop
-    try:
-        frame_id, pos = read_string(data, pos)
-        count, pos = read_u32(data, pos)
-        names = []
-        for _ in range(count):
-            name, pos = read_string(data, pos)
-            names.append(name)
-        arrays = []
-        for _ in range(3):
-            count, pos = read_u32(data, pos)
-            if count:
-                pos = align(pos, 8)
-            arrays.append((pos, count))
-            pos += 8 * count
-    except (struct.error, UnicodeDecodeError, ValueError):
-        return None
-    if pos > len(data) or len(data) - pos > 7:  # trailing bytes can only be padding
-        return None
-    variable = np.zeros(len(data), dtype=bool)
-    variable[_STAMP] = True
-    for offset, count in arrays:
-        variable[offset : offset + 8 * count] = True
-    return JointStateLayout(
-        frame_id, tuple(names), (arrays[0], arrays[1], arrays[2]), np.flatnonzero(~variable)
-    )
 
 
 class JointStateReader:
