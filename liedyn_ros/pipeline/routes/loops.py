@@ -11,8 +11,8 @@ torques. A motion no constraint force realises gets least-squares forces and ``c
 contact_active, contact_wrench (and the cone checks) only with contacts; tau_free the unconstrained
 tau_ff. One sample and a block alike, batched over leading dimensions: this runs the core's
 readable numpy paths (the compiled contact kernels take contacts only) with the compiled rnea and
-aba under them, the motion and the robot at rest in one stacked call (batch kernels: a quarter to
-a half of the time of two single-sample calls, numpy's per-call cost dominating);
+aba under them, the motion and the robot at rest in one stacked call (batch kernels: about half
+the CPU time of two single-sample calls, numpy's per-call cost dominating);
 core.fast.warmup.LOOP_KERNELS names the kernels it calls.
 """
 from __future__ import annotations
