@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_fleet as bf  # noqa: E402
@@ -127,7 +128,7 @@ def fleet_wall(bag: Path, urdf: Path, params: Path, split_s: float, work: Path, 
     for k in range(pairs):
         times = {}
         for label, extra in (("unsplit", []), ("split", ["--split-seconds", str(split_s)])):
-            out = work / f"fleet_{label}_{k}"
+            out = work / f"fleet_{label}_{k}_{os.getpid()}"
             started = time.perf_counter()
             done = subprocess.run([*base, "--out", str(out), *extra], capture_output=True, text=True, check=False)
             times[label] = time.perf_counter() - started
@@ -144,28 +145,32 @@ def warm_cluster(bag: Path, urdf: Path, params: Path, split_s: float, work: Path
 
     from liedyn_ros.fleet.cli import main as fleet_main
 
-    short = work / "warm"
+    short = work / f"warm_{os.getpid()}"
     bf.write_bag(short, bf.T0 + np.arange(400) * 5_000_000, [f"panda_joint{i}" for i in range(1, 8)],
                  np.tile([0.0, -0.3, 0.0, -2.0, 0.0, 1.8, 0.8], (400, 1)), np.zeros((400, 7)), np.zeros((400, 7)))
 
-    def warm(folder: str) -> None:
+    def warm(folder: str) -> int:
         from liedyn_ros.replay import ReplayOptions, replay
 
         replay([short], ReplayOptions(out=Path(folder) / str(os.getpid()), urdf=urdf, params=params, plots=False,
                                       progress=False))
+        return os.getpid()
 
     base = [str(bag), "--urdf", str(urdf), "--params", str(params), "--no-plots", "--no-progress"]
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
-        client.run(warm, str(work / "warm_out"))
+        workers = [psutil.Process(pid) for pid in client.run(warm, str(work / "warm_out")).values()]
         for k in range(rounds):
             times = {}
             for label, extra in (("unsplit", []), ("split", ["--split-seconds", str(split_s)])):
+                cpu = [sum(w.cpu_times()[:2]) for w in workers]
                 started = time.perf_counter()
-                code = fleet_main([*base, "--out", str(work / f"warm_{label}_{k}"), "--scheduler",
+                code = fleet_main([*base, "--out", str(work / f"warm_{label}_{k}_{os.getpid()}"), "--scheduler",
                                    cluster.scheduler_address, *extra])
                 times[label] = time.perf_counter() - started
                 assert code == 0
+                used = [sum(w.cpu_times()[:2]) - c for w, c in zip(workers, cpu)]
+                print(f"  {label}: the workers' CPU {used[0]:.1f} s and {used[1]:.1f} s, load {os.getloadavg()[0]:.1f}")
             print(f"liedyn-fleet on a running cluster of 2 warm workers, round {k + 1}: unsplit "
                   f"{times['unsplit']:.1f} s, split {times['split']:.1f} s ({times['split'] / times['unsplit']:.2f} x)")
 
@@ -178,10 +183,15 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=1, help="fresh fleet commands, unsplit and split, this many times")
     parser.add_argument("--rounds", type=int, default=2, help="runs on a warm cluster, unsplit and split, this many times")
     parser.add_argument("--out", type=Path, help="work directory (default: a temporary one)")
+    parser.add_argument("--only-wall", action="store_true",
+                        help="only the wall times, on the bag an earlier run left in --out/data")
     args = parser.parse_args()
     work = args.out or Path(tempfile.mkdtemp(prefix="bench_fleet_split_"))
-    bag, urdf, params = long_bag(work / "data", args.seconds, args.pulse_every, args.split_seconds)
-    compare(bag, urdf, params, args.split_seconds, work / "compare")
+    if args.only_wall:
+        bag, urdf, params = work / "data" / "long", work / "data" / "panda7.urdf", work / "data" / "params.yaml"
+    else:
+        bag, urdf, params = long_bag(work / "data", args.seconds, args.pulse_every, args.split_seconds)
+        compare(bag, urdf, params, args.split_seconds, work / "compare")
     warm_cluster(bag, urdf, params, args.split_seconds, work, args.rounds)
     fleet_wall(bag, urdf, params, args.split_seconds, work, args.pairs)
 
