@@ -373,7 +373,10 @@ def contact_terms_many(mf, mi, ci, cf, sc_size, q, v, T, active, A, c, start, st
     return OK
 
 
-@ijit
+# forward_factor, forward_solve, inverse_factor and inverse_solve are called, not inlined (as contact_terms):
+# the kernels of constrained aba, rnea and terms share one compilation of each, where inlined copies (inverse_solve
+# twice in constrained_terms_sample) made numba compile them once per call site; a call costs nanoseconds.
+@jit
 def forward_factor(parent, A, L, Y, K, scale):
     """L <- the factor of M = L^T L (L holds M on entry), Y = L^-T A^T (row r: A's row r solved) and
     K = Y^T Y = A M^-1 A^T factored. False when M (by core.singular's rule, `scale` its inertia_scale) or
@@ -397,7 +400,7 @@ def forward_factor(parent, A, L, Y, K, scale):
     return cholesky(K, PIVOT_RTOL)
 
 
-@ijit
+@jit
 def forward_solve(parent, L, A, Y, K, bias, a, x, lam):
     """Kim 67-69 on forward_factor's factors: a holds tau - b on entry and the constrained a on exit;
     bias = c (+ kd A v), lam <- -K^-1 (A a_r + bias); x: scratch (nv,)."""
@@ -440,7 +443,7 @@ def constrained_aba_sample(mf, mi, ws, ci, cf, sc, q, v, tau, T, active, params,
     mass_matrix_sample(mf, mi, ws, q, L)
     if not forward_factor(parent, A, L, Y, K, mf[nb, SCALE]):
         return SINGULAR
-    rnea_sample(mf, mi, ws, q, v, zero, T, np.empty((0, nb, 6)), np.empty((0, 6)), 0, b)
+    rnea_sample(mf, mi, ws, q, v, zero, T, np.empty((0, nb, 6)), np.empty((0, 6)), np.int64(0), b)
     for i in range(nv):
         a[i] = tau[i] - b[i]
     forward_solve(parent, L, A, Y, K, bias, a, x, lam)
@@ -456,7 +459,7 @@ def constrained_aba_one(handle, ci, cf, sc, q, v, tau, T, active, params, a, lam
     return constrained_aba_sample(mf, mi, workspace(mf, mi), ci, cf, sc, q, v, tau, T, active, params, a, lam)
 
 
-@ijit
+@jit  # called, not inlined: see forward_factor
 def inverse_factor(ci, A, active, passive, w, min_force, S, Z, H, C, least_squares):
     """The factors of Kim 3.1's minimisers for G = A_p^T (passive columns of A), weights w, and how S is
     solved: (0, _) singular, (1, _) by its Cholesky factor, (2, V) by its pseudo-inverse S^+ = V diag(1/s) V^T
@@ -604,7 +607,7 @@ def schur_solve(S, mode, V, x):
         x[r] = t
 
 
-@ijit
+@jit
 def inverse_solve(A, passive, w, min_force, S, Z, H, mode, V, tau, g, mu, lam):
     """Kim 3.1 on inverse_factor's factors (mode, V): tau holds tau_r = rnea(q, v, a) on entry and
     tau_r - A^T lam (zero on the passive coordinates) on exit; g (m,), mu (nv,): scratch. Returns how far
@@ -687,11 +690,11 @@ def constrained_rnea_sample(mf, mi, ws, ci, cf, sc, q, v, a, T, active, passive,
     n_p = passive_count(passive)
     _, S, vecs, A, C, Z, _, H, mvecs, terms_sc = sample_blocks(sc, nv, m, n_p)
     mu, c, g = vecs[0], mvecs[0], mvecs[1]
-    rnea_sample(mf, mi, ws, q, v, a, T, np.empty((0, nb, 6)), np.empty((0, 6)), 0, tau)
+    rnea_sample(mf, mi, ws, q, v, a, T, np.empty((0, nb, 6)), np.empty((0, 6)), np.int64(0), tau)
     contact_terms(mf, mi, ci, cf, terms_sc, q, v, T, active, A, c)
     if not off_constraints(A, v, tol) <= tol:
         return VIOLATED
-    mode, V = inverse_factor(ci, A, active, passive, w, min_force, S, Z, H, reshaped(C, 0, (m * nv,)), False)
+    mode, V = inverse_factor(ci, A, active, passive, w, min_force, S, Z, H, reshaped(C, 0, (m * nv,)), np.bool_(False))
     if mode == 0:
         return SINGULAR
     inverse_solve(A, passive, w, min_force, S, Z, H, mode, V, tau, g, mu, lam)
@@ -786,7 +789,7 @@ def constrained_terms_sample(mf, mi, ws, ci, cf, sc, q, v, a, tau, T, active, pa
     if mode == 0:
         return SINGULAR
     no_wrench_body, no_wrench_base = np.empty((0, nb, 6)), np.empty((0, 6))
-    rnea_sample(mf, mi, ws, q, v, a, T, no_wrench_body, no_wrench_base, 0, tau_r)
+    rnea_sample(mf, mi, ws, q, v, a, T, no_wrench_body, no_wrench_base, np.int64(0), tau_r)
     for i in range(nv):
         tau_c[i] = tau_r[i]
     out[size - 2] = inverse_solve(A, passive, w, min_force, S, Z, H, mode, V, tau_c, g, mu, lam)
@@ -799,7 +802,7 @@ def constrained_terms_sample(mf, mi, ws, ci, cf, sc, q, v, a, tau, T, active, pa
         for i in range(nv):
             tau_g[i] = dot(L[i, :6], x[:6])
     else:
-        rnea_sample(mf, mi, ws, q, zero, zero, T, no_wrench_body, no_wrench_base, 0, tau_g)
+        rnea_sample(mf, mi, ws, q, zero, zero, T, no_wrench_body, no_wrench_base, np.int64(0), tau_g)
     out[size - 1] = inverse_solve(A, passive, w, min_force, S, Z, H, mode, V, tau_g, g, mu, lam_g)
     if not has_tau:
         for i in range(nv):

@@ -459,11 +459,13 @@ def derivatives_sample(mf, mi, ws, q, v, x, T, forward, out):
     R, p, s, a, b, y, z, Uq, Uv, V, A, dA, Fc, Ic, Bc, K, tmp, L, xs, X = views(ws, nb, nv)
     M = borrowed(out[2])  # its row views in `columns` would count references (see kinematics.borrowed)
     tree = tree_coordinates(mi)
-    if forward:
-        acc, bias = xs[0], xs[1]
+    acc, bias = xs[0], xs[1]
+    if forward:  # the pass at zero acceleration gives M and the bias; `accelerate` adds M^-1 (tau - b)
         acc[:] = 0.0
-        forward_pass(mf, mi, q, v, acc, T, R, p, s, V, A, Fc, Ic, Bc, K, tmp)
-        mass_matrix_and_bias(mf, mi, s, a, Ic, Fc, M, bias)
+    # One call site each: these steps are inlined, and a second call would compile them twice.
+    forward_pass(mf, mi, q, v, acc if forward else x, T, R, p, s, V, A, Fc, Ic, Bc, K, tmp)
+    mass_matrix_and_bias(mf, mi, s, a, Ic, Fc, M, bias)
+    if forward:
         for r in range(nv):
             for c in range(r + 1):
                 L[r, c] = M[r, c]
@@ -475,8 +477,6 @@ def derivatives_sample(mf, mi, ws, q, v, x, T, forward, out):
         accelerate(mf, mi, acc, s, a, A, dA, Ic, Fc, tmp[0])
         dq, dv = X[:, 0:nv], X[:, nv:2 * nv]  # solved below beside the identity
     else:
-        forward_pass(mf, mi, q, v, x, T, R, p, s, V, A, Fc, Ic, Bc, K, tmp)
-        mass_matrix_and_bias(mf, mi, s, a, Ic, Fc, M, xs[1])
         dq, dv = borrowed(out[0]), borrowed(out[1])
     columns(mf, mi, s, a, b, y, z, Uq, Uv, V, A, Fc, Ic, Bc, M, dq, dv, K, tmp)
     if forward:  # X = M^-1 [dtau/dq, dtau/dv, 1]

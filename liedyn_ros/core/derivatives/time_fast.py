@@ -240,6 +240,11 @@ def rnea_step(mf, mi, k, Xd, c, pb, V0n, qdn, Vn, Fn, tau, with_bias):
         tau[r] = Fn[nb, r]
 
 
+# rnea_step called, not inlined: the mimic path of aba_time_sample takes it at three places, which would
+# compile three copies (a third of that kernel's compile time); the call costs nothing next to M's factor.
+rnea_step_called = jit(rnea_step.py_func)
+
+
 @ijit
 def body_rates(mf, mi, x, qdn):
     """qd_i^(k+1) = mult_i x_coord(i): the body rates of a generalized vector (base part first)."""
@@ -350,7 +355,9 @@ def aba_time_sample(mf, mi, ws, q, v, taus, T, out):
             x[1] = 0.0
             x[1, col] = 1.0
             body_rates(mf, mi, x[1], qd[1])
-            rnea_step(mf, mi, 0, Xd, c, pb, x[1, 0:6], qd[1], Vn, Fn, M[:, col], False)
+            rnea_step_called(mf, mi, np.int64(0), Xd, c, pb, x[1, 0:6], qd[1], Vn, Fn, x[2], np.bool_(False))
+            for r in range(nv):  # through x[2]: the column M[:, col] is strided, another compilation
+                M[r, col] = x[2, r]
         if not factor_from_last(M, mf[nb, SCALE]):
             return SINGULAR
     else:
@@ -364,12 +371,12 @@ def aba_time_sample(mf, mi, ws, q, v, taus, T, out):
         if dense:  # h^(k): ID with v^(k+1) = 0; a^(k) = M^-1 (tau^(k) - h^(k))
             x[1] = 0.0
             body_rates(mf, mi, x[1], qd[k + 1])
-            rnea_step(mf, mi, k, Xd, c, pb, x[1, 0:6], qd[k + 1], Vn, Fn, x[2], True)
+            rnea_step_called(mf, mi, k, Xd, c, pb, x[1, 0:6], qd[k + 1], Vn, Fn, x[2], np.bool_(True))
             for r in range(nv):
                 out[k, r] = taus[k, r] - x[2, r]
             solve_from_last_columns(M, out[k:k + 1].T)
             body_rates(mf, mi, out[k], qd[k + 1])
-            rnea_step(mf, mi, k, Xd, c, pb, out[k, 0:6], qd[k + 1], V[k + 1], F[k], x[2], True)
+            rnea_step_called(mf, mi, k, Xd, c, pb, out[k, 0:6], qd[k + 1], V[k + 1], F[k], x[2], np.bool_(True))
         else:
             aba_step(mf, mi, k, Xd, Jh, U, Psi, L6, c, pb, bh, taus[k], qd[k + 1], V[k + 1], F[k], tmp, y6)
             for r in range(base):
