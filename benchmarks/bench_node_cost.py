@@ -111,10 +111,7 @@ def odometry(node: Any, samples: int, rounds: int) -> dict[str, float]:
         sub = subs[raw]
 
         def step(i: int) -> None:
-            with sub.handle:
-                taken = sub.handle.take_message(sub.msg_type, sub.raw)
-            assert taken is not None
-            assert pipeline.on_odometry(taken[0]) is None
+            assert pipeline.on_odometry(take_one(sub)) is None
         return step
 
     return taken_in_rounds(publisher, msg, take, samples, rounds)
@@ -133,14 +130,20 @@ def joint_states(node: Any, model: Any, samples: int, rounds: int) -> dict[str, 
         sub = subs[raw]
 
         def step(i: int) -> None:
-            with sub.handle:
-                taken = sub.handle.take_message(sub.msg_type, sub.raw)
-            assert taken is not None
-            decoded = decoder.decode(reader.read(taken[0]) if raw else taken[0])
+            taken = take_one(sub)
+            decoded = decoder.decode(reader.read(taken) if raw else taken)
             assert not isinstance(decoded, SkipReason), decoded
         return step
 
     return taken_in_rounds(publisher, msg, take, samples, rounds)
+
+
+def take_one(sub: Any) -> Any:
+    """One message from ``sub``'s queue, as rclpy's executor takes it (CDR bytes on a raw subscription)."""
+    with sub.handle:
+        taken = sub.handle.take_message(sub.msg_type, sub.raw)
+    assert taken is not None
+    return taken[0]
 
 
 def taken_in_rounds(publisher: Any, msg: Any, take: Callable[[bool], Callable[[int], None]], samples: int,
