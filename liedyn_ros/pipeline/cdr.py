@@ -15,6 +15,7 @@ every message, numpy views on its three float64 arrays (:class:`JointStateBytes`
 """
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -96,16 +97,21 @@ def read_odometry(data: Buffer) -> OdometryFields:
 class JointStateLayout:
     """Where the variable parts of one JointState layout are.
 
-    arrays: (byte offset, count) of position, velocity and effort; structure: the offsets
-    of every other byte, which must be identical for a message to share this layout; order:
-    struct's byte order of the message.
+    arrays: (byte offset, count) of position, velocity and effort; runs: (start, end) of each
+    run of the other bytes (all but the stamp and the arrays' values), which must be identical
+    for a message to share this layout; structure: the offsets of those bytes; order: struct's
+    byte order of the message.
     """
 
     frame_id: str
     names: tuple[str, ...]
     arrays: tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
-    structure: NDArray[np.intp]
+    runs: tuple[tuple[int, int], ...]
     order: str = "<"
+
+    @functools.cached_property
+    def structure(self) -> NDArray[np.intp]:
+        return np.concatenate([np.arange(a, b, dtype=np.intp) for a, b in self.runs] or [np.zeros(0, np.intp)])
 
 
 def parse_layout(data: Buffer, order: str = "<") -> JointStateLayout | None:
@@ -132,13 +138,10 @@ def parse_layout(data: Buffer, order: str = "<") -> JointStateLayout | None:
         return None
     if pos > len(data) or len(data) - pos > 7:  # trailing bytes can only be padding
         return None
-    variable = np.zeros(len(data), dtype=bool)
-    variable[BODY : BODY + 8] = True  # the stamp
-    for offset, count in arrays:
-        variable[offset : offset + 8 * count] = True
-    return JointStateLayout(
-        frame_id, tuple(names), (arrays[0], arrays[1], arrays[2]), np.flatnonzero(~variable), order
-    )
+    ends = [0, BODY + 8] + [offset + 8 * count for offset, count in arrays]  # of the stamp, each array
+    starts = [BODY] + [offset for offset, _ in arrays] + [len(data)]
+    runs = tuple((a, b) for a, b in zip(ends, starts) if b > a)
+    return JointStateLayout(frame_id, tuple(names), (arrays[0], arrays[1], arrays[2]), runs, order)
 
 
 class Stamp(NamedTuple):
@@ -228,9 +231,6 @@ class JointStateBytes:
                   and all(np.asarray(want, dtype=np.float64).tobytes() == np.asarray(have, dtype=np.float64).tobytes()
                           for want, have in zip((expected.position, expected.velocity, expected.effort),
                                                 fields[2:])))
-        # Every byte but the stamp's and the arrays' values (their counts and the padding included).
-        ends = [0, BODY + 8] + [offset + 8 * count for offset, count in layout.arrays]
-        starts = [BODY] + [offset for offset, _ in layout.arrays] + [len(data)]
-        self._size, self._same = len(data), tuple((a, b, data[a:b]) for a, b in zip(ends, starts) if b > a)
+        self._size, self._same = len(data), tuple((a, b, data[a:b]) for a, b in layout.runs)
         self._layout = layout if agrees else None
         return fields if agrees else expected
