@@ -23,7 +23,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from liedyn_ros import core
-from liedyn_ros.core.fast import OK
 from liedyn_ros.pipeline.compute import (
     DynamicsOutputs,
     compute_outputs,
@@ -68,12 +67,6 @@ class ContactRoute:
         self._wrench, self._forces = L.wrench, slice(L.normal.start, L.tangential.stop)
         self._residual = L.residual.start
         self._wrenches = (contacts.k, 6)
-        # One sample calls the compiled kernel itself with the arguments TermsKernel checked once:
-        # (kernel, (handle, ci, cf, scratch), (passive, w, min_force), (tol, least_squares, up)).
-        static = kernel._static
-        self._one = None if static is None else (static[0], static[1:5], static[5:8], static[8:11])
-        self._fixed = not model.floating_base  # no pose on a fixed base, one on a floating base (as TermsKernel)
-        self._identity = None if static is None else static[12]
 
     def outputs(self, q: FloatArray, v: FloatArray, a: FloatArray, effort: FloatArray | None,
                 pose: FloatArray | None, active: Any, *, ff_state: tuple[FloatArray, FloatArray] | None = None,
@@ -94,21 +87,14 @@ class ContactRoute:
                pose: FloatArray | None, active: BoolArray) -> DynamicsOutputs:
         """One sample: the compiled kernel, every term on one evaluation of the contacts; flight and
         what the kernel declines by the general path."""
-        one = self._one
-        if one is None or True not in active.tolist() or (pose is None) is not self._fixed:
+        if True not in active.tolist():
             return self.general(q, v, a, effort, pose, active)  # flight: the unconstrained outputs
-        kernel, head, params, tail = one
-        tau = a  # the kernel's placeholder without efforts (has_tau False)
+        tau = None
         if effort is not None:
             tau = self._tau
             tau[self._joints] = rigid_body_effort(self.model, v, effort, self.friction)
         out = np.empty(self.kernel.size)  # not kept between samples: the outputs are views of it
-        try:
-            done = kernel(*head, q, v, a, tau, self._identity if pose is None else pose, active, *params,
-                          effort is not None, *tail, out) == OK
-        except TypeError:  # not float64 vectors (a bool mask, a batch): the general path
-            done = False
-        if not done:
+        if not self.kernel(q, v, a, tau, pose, active, out):  # declined (see core.TermsKernel): the general path
             return self.general(q, v, a, effort, pose, active)
         tau_ff, tau_free = out[self._tau_ff], out[self._tau_free]
         if self.friction is not None:  # compensated on the contact-consistent torques too
