@@ -74,7 +74,7 @@ def compare(bag: Path, urdf: Path, params: Path, split_s: float, work: Path) -> 
     options = ReplayOptions(out=work, urdf=urdf, params=params, plots=False, progress=False,
                             identify=(("friction",), ("payload", "panda_hand")))
     whole_task = make_task(BagEntry(bag, "arm"), work / "whole", options)
-    cut_task = split(make_task(BagEntry(bag, "arm"), work / "cut", options), split_s)
+    cut_task = split(make_task(BagEntry(bag, "arm"), work / "cut", options, split_seconds=split_s))
     run_bag(piece_tasks(cut_task)[0])  # this process's one-time costs (kernels, typestores) before the timings
     started = time.process_time()
     whole = run_bag(whole_task)

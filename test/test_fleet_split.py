@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import pickle
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +43,7 @@ from liedyn_ros.fleet.tasks import (  # noqa: E402
     run_bag,
     split,
 )
-from liedyn_ros.replay import ReplayError, ReplayOptions  # noqa: E402
+from liedyn_ros.replay import ReplayError, ReplayOptions, bagio  # noqa: E402
 from liedyn_ros.replay.identify import FIT_ALL  # noqa: E402
 
 SECONDS = 2.5  # --split-seconds
@@ -82,7 +83,7 @@ def replays(bag, tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
     options = ReplayOptions(out=out, urdf=ur5_urdf(), plots=False, progress=False, identify=(("friction",),))
     whole_task = make_task(BagEntry(bag, "ur5"), out / "whole", options)
-    cut_task = split(make_task(BagEntry(bag, "ur5"), out / "cut", options), SECONDS)
+    cut_task = split(make_task(BagEntry(bag, "ur5"), out / "cut", options, split_seconds=SECONDS))
     whole = run_bag(whole_task)
     pieces = [run_bag(task) for task in piece_tasks(cut_task)]
     return whole_task, whole, cut_task, pieces, merge_pieces(cut_task, pieces)
@@ -184,10 +185,12 @@ def lagged_bag(path: Path, sc: dict) -> Path:
     return path
 
 
-def test_the_fleet_splits_merges_and_stores_one_bag(bag, replays, tmp_path):
+def test_the_fleet_splits_merges_and_stores_one_bag(bag, replays, tmp_path, monkeypatch):
     """liedyn-fleet --split-seconds on a cluster of one in-process worker: one bags row with the
     whole replay's numbers; a bag too short to cut stays one task; a bag whose piece refuses (its
-    receive times lag its stamps by more than the seek allows) is replayed whole."""
+    receive times lag its stamps by more than the seek allows) is replayed whole. Run again with a
+    bag rewritten: only that bag is opened (what is new is decided on the keys, before any bag is
+    opened to be cut) and replayed."""
     _, whole, _, _, _ = replays
     short = bag.parent / "short"
     short.mkdir(exist_ok=True)
@@ -196,13 +199,31 @@ def test_the_fleet_splits_merges_and_stores_one_bag(bag, replays, tmp_path):
     write_bag(short / "bag", "mcap", sc)
     lagged = lagged_bag(short / "lagged", scenario(model, duration=9.0))
     out = tmp_path / "fleet"
+    argv = [str(bag), str(short / "bag"), str(lagged), "--out", str(out), "--urdf", str(ur5_urdf()), "--no-plots",
+            "--no-progress", "--split-seconds", str(SECONDS)]
+    opened: list[str] = []
+    counted = bagio.open_bag
+
+    def open_bag(path, stack):  # every bag opened, by the main process (to cut it) or a replay
+        opened.append(Path(path).name)
+        return counted(path, stack)
+
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
-        assert main([str(bag), str(short / "bag"), str(lagged), "--out", str(out), "--scheduler",
-                     cluster.scheduler_address, "--urdf", str(ur5_urdf()), "--no-plots", "--no-progress",
-                     "--split-seconds", str(SECONDS)]) == 0
-    rows = {Path(r["bag"]).name: r for r in read_table(out, "bags").to_pylist()}
+        assert main(argv + ["--scheduler", cluster.scheduler_address]) == 0
+        first = {r["bag"]: r for r in read_table(out, "bags").to_pylist()}
+        shutil.rmtree(short / "bag")
+        shorter = scenario(model, duration=1.5)
+        write_bag(short / "bag", "mcap", shorter)
+        monkeypatch.setattr(bagio, "open_bag", open_bag)
+        assert main(argv + ["--scheduler", cluster.scheduler_address]) == 0
+        monkeypatch.undo()
+    again = {r["bag"]: r for r in read_table(out, "bags").to_pylist()}
+    assert opened and set(opened) == {"bag"}  # the long and lagged bags: never opened
+    assert again[str(short / "bag")]["samples"] == len(shorter["stamps"]) - 1 != first[str(short / "bag")]["samples"]
+    assert again[str(bag)] == first[str(bag)] and again[str(lagged)] == first[str(lagged)]
+    rows = {Path(r["bag"]).name: r for r in first.values()}
     assert (rows["lagged"]["status"], rows["lagged"]["samples"]) == ("ok", 9 * 200 - 60)  # less the gap
-    cut = split(make_task(BagEntry(lagged, "ur5"), out, ReplayOptions(out=out, urdf=ur5_urdf())), SECONDS)
+    cut = split(make_task(BagEntry(lagged, "ur5"), out, ReplayOptions(out=out, urdf=ur5_urdf()), split_seconds=SECONDS))
     assert len(cut.pieces) == 4  # it was cut, and replayed whole after its piece from 4.5 s refused
     assert not list((out / "bags" / rows["lagged"]["name"]).glob("piece-*"))
     assert json.loads((out / "bags" / rows["lagged"]["name"] / "summary.json").read_text())["samples"] == 9 * 200 - 60

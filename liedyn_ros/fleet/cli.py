@@ -123,19 +123,16 @@ def _compact(out: Path, bags: Sequence[Path]) -> int:
 def run_fleet(entries: Sequence[BagEntry], out: Path, options: ReplayOptions, scheduler: str | None = None,
               workers: int = 2, progress: bool = True, period: str = "week", split_seconds: float | None = None
               ) -> FleetRun:
-    """Replays the bags new or changed since the last run into `out` (those lasting 2 x
-    `split_seconds` or more cut into pieces), then the analysis and the store."""
+    """Replays the bags new or changed since the last run into `out` (those lasting more than
+    `split_seconds` cut into pieces), then the analysis and the store."""
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     stored = store.stored_keys(out)
     known = store.content_keys(out)  # a bag whose files' stat is unchanged is not read again
-    tasks = [make_task(entry, out, options, known) for entry in entries]
+    tasks = [make_task(entry, out, options, known, split_seconds) for entry in entries]
     store.write_content_keys(out, known)
-    for k, task in enumerate(tasks):  # the manifest's split_seconds over the command line's
-        seconds = split_seconds if task.entry.split_seconds is None else task.entry.split_seconds
-        if seconds:
-            tasks[k] = split(task, seconds)
-    todo = [t for t in tasks if stored.get(str(t.entry.path)) != t.key]
+    # new or changed: decided on the keys (they hold S); only those bags are opened to be cut
+    todo = [split(t) for t in tasks if stored.get(str(t.entry.path)) != t.key]
     failed = 0
     if todo:
         with _client(scheduler, workers) as client:

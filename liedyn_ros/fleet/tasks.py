@@ -41,6 +41,7 @@ class BagTask:
     name: str  # DIR/bags/<name>/
     options: ReplayOptions
     pieces: tuple[Piece, ...] = ()  # the bag cut by time (split): one task each; (): replayed whole
+    split_seconds: float = 0.0  # --split-seconds (the manifest's over the command line's); 0: whole, uncut
 
 
 class BagRows(NamedTuple):
@@ -87,17 +88,25 @@ def bag_name(path: Path) -> str:
     return f"{stem}-{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
 
 
-def make_task(entry: BagEntry, out: Path, options: ReplayOptions, known: dict[str, tuple[str, str]] | None = None
-              ) -> BagTask:
-    """The bag's task; the manifest's urdf, params and identify, where given, over the command line's. With
-    --identify the bag is replayed whole as one recording of a pool (identification.pooled). `known`:
-    content keys of earlier runs (content_key)."""
+def make_task(entry: BagEntry, out: Path, options: ReplayOptions, known: dict[str, tuple[str, str]] | None = None,
+              split_seconds: float | None = None) -> BagTask:
+    """The bag's task; the manifest's urdf, params, identify and split_seconds, where given, over the
+    command line's (`split_seconds`: --split-seconds). With --identify the bag is replayed whole as one
+    recording of a pool (identification.pooled). `known`: content keys of earlier runs (content_key).
+
+    The key holds S (--split-seconds) whether or not the bag turns out long enough to cut (`split`),
+    so that what is new is decided without opening a bag: a re-run with another S replays every
+    bag again, one with the same S none unchanged."""
     name = bag_name(entry.path)
     identify = entry.identify or options.identify
     bag_options = dataclasses.replace(options, out=out / "bags" / name, urdf=entry.urdf or options.urdf,
                                       params=entry.params or options.params, progress=False, identify=identify,
                                       identify_role="fit" if identify else "split")
-    return BagTask(entry, _key(entry.path, bag_options, known), name, bag_options)
+    seconds = (split_seconds if entry.split_seconds is None else entry.split_seconds) or 0.0
+    key = _key(entry.path, bag_options, known)
+    if seconds:  # the formula of the versions that keyed only the bags they cut: those keep their key
+        key = hashlib.sha256(f"{key}\0split {seconds!r}".encode()).hexdigest()
+    return BagTask(entry, key, name, bag_options, split_seconds=seconds)
 
 
 def _key(path: Path, options: ReplayOptions, known: dict[str, tuple[str, str]] | None) -> str:
@@ -110,10 +119,13 @@ def _key(path: Path, options: ReplayOptions, known: dict[str, tuple[str, str]] |
     return digest.hexdigest()
 
 
-def split(task: BagTask, seconds: float) -> BagTask:
-    """The task cut into the fewest pieces of equal length, at most `seconds`, when the bag lasts
-    longer (the span of its receive times); its key then says so (a re-run with another
-    --split-seconds replays it again). A bag that cannot be opened, or only by salvage, stays whole."""
+def split(task: BagTask) -> BagTask:
+    """The task cut into the fewest pieces of equal length, at most its `split_seconds`, when the bag
+    lasts longer (the span of its receive times; the bag is opened to read it, so only a task to be
+    run is split). A bag that cannot be opened, or only by salvage, stays whole."""
+    seconds = task.split_seconds
+    if not seconds:
+        return task
     try:
         with BagSet([task.entry.path]) as bags:
             if any(bag.salvaged for bag in bags.bags):
@@ -125,9 +137,7 @@ def split(task: BagTask, seconds: float) -> BagTask:
     if count < 2:
         return task
     cuts = [None] + [k * duration / count for k in range(1, count)] + [None]  # equal: no piece last alone
-    pieces = tuple(Piece(a, b) for a, b in itertools.pairwise(cuts))
-    key = hashlib.sha256(f"{task.key}\0split {seconds!r}".encode()).hexdigest()
-    return dataclasses.replace(task, key=key, pieces=pieces)
+    return dataclasses.replace(task, pieces=tuple(Piece(a, b) for a, b in itertools.pairwise(cuts)))
 
 
 def piece_tasks(task: BagTask) -> list[BagTask]:
