@@ -151,3 +151,53 @@ def test_the_node_answers_joint_states_of_either_byte_order(monkeypatch: pytest.
     assert [s.header.stamp.nanosec for s in sent] == [(k + 1) * MS for k in range(4)]
     for s in sent:
         np.testing.assert_allclose(s.effort, pin_gravity(Q), atol=1e-12)
+
+
+def test_node_and_replay_refuse_a_layout_on_the_same_disagreements() -> None:
+    """pipeline.cdr.reading_agrees is the one check of both readers: a deserializer that differs
+    from the bytes' reading in one bit of a value (0.0 against -0.0, another NaN payload), a name,
+    the frame id, a nanosecond or one array's length makes the node's JointStateBytes and the
+    replay's JointStateReader hand out what it deserialized, message after message."""
+    from liedyn_ros.replay.cdr import JointStateReader
+
+    other_nan = np.frombuffer((np.frombuffer(np.float64(np.nan).tobytes(), np.uint64) | 1).tobytes(), np.float64)[0]
+    msg = joint_state(10**9 + 5, "base", ["a", "b"], [0.0, np.nan], [1.0, 2.0], [3.0, 4.0])
+    data = bytes(TS.serialize_cdr(msg, JS))
+
+    def changed(change: Any) -> Any:
+        def deserialize(d: bytes) -> Any:
+            m = TS.deserialize_cdr(d, JS)
+            change(m)
+            return m
+        return deserialize
+
+    def set_position(m: Any, values: list[float]) -> None:
+        m.position = np.array(values)
+
+    def set_stamp(m: Any) -> None:
+        m.header.stamp.nanosec += 1
+
+    def set_name(m: Any) -> None:
+        m.name = ["a", "c"]
+
+    def set_frame(m: Any) -> None:
+        m.header.frame_id = "odom"
+
+    changes = {"-0.0": lambda m: set_position(m, [-0.0, np.nan]), "NaN payload": lambda m: set_position(m, [0.0, other_nan]),
+               "name": set_name, "frame id": set_frame, "stamp": set_stamp,
+               "length": lambda m: setattr(m, "effort", m.effort[:1])}
+    assert JointStateBytes(changed(lambda m: None)).read(data).__class__ is JointStateFields  # unchanged: agreed
+    for what, change in changes.items():
+        deserialize = changed(change)
+        node = JointStateBytes(deserialize)
+        for _ in range(2):
+            got = node.read(data)
+            assert not isinstance(got, JointStateFields), what
+            assert_same(got, deserialize(data))
+        groups, failed = JointStateReader(deserialize).read([data, data])
+        assert failed.size == 0 and [rows.tolist() for rows, _ in groups] == [[0], [1]], what  # one by one
+        want = deserialize(data)
+        for _, arrays in groups:
+            assert arrays.names == tuple(want.name) and arrays.frame_id == (want.header.frame_id,), what
+            assert all(np.asarray(getattr(arrays, f))[0].tobytes() == np.asarray(getattr(want, f)).tobytes()
+                       for f in ("position", "velocity", "effort")), what

@@ -144,6 +144,19 @@ def parse_layout(data: Buffer, order: str = "<") -> JointStateLayout | None:
     return JointStateLayout(frame_id, tuple(names), (arrays[0], arrays[1], arrays[2]), runs, order)
 
 
+def reading_agrees(expected: Any, names: tuple[str, ...], frame_id: str, stamp: tuple[int, int],
+                   arrays: tuple[Any, Any, Any]) -> bool:
+    """Whether a JointState read from its bytes by a layout (``names``, ``frame_id``, ``stamp``
+    (sec, nanosec), ``arrays`` position, velocity, effort) is ``expected``, the middleware's
+    deserialization of the same bytes: the strings equal and each array's float64 bytes identical
+    (NaN payloads and -0.0 told apart). The check a layout passes once before its messages are read
+    from their bytes: the node's (:class:`JointStateBytes`), the replay's (replay.cdr)."""
+    return (tuple(expected.name) == names and str(expected.header.frame_id) == frame_id
+            and (expected.header.stamp.sec, expected.header.stamp.nanosec) == stamp
+            and all(np.asarray(want, dtype=np.float64).tobytes() == np.asarray(have, dtype=np.float64).tobytes()
+                    for want, have in zip((expected.position, expected.velocity, expected.effort), arrays)))
+
+
 class Stamp(NamedTuple):
     sec: int
     nanosec: int
@@ -226,11 +239,8 @@ class JointStateBytes:
                                       for offset, count in layout.arrays)
         self._slices = (position, velocity, effort)
         fields = self._fields(data, layout)
-        agrees = (tuple(expected.name) == fields.name and str(expected.header.frame_id) == fields.header.frame_id
-                  and (expected.header.stamp.sec, expected.header.stamp.nanosec) == fields.header.stamp
-                  and all(np.asarray(want, dtype=np.float64).tobytes() == np.asarray(have, dtype=np.float64).tobytes()
-                          for want, have in zip((expected.position, expected.velocity, expected.effort),
-                                                fields[2:])))
+        agrees = reading_agrees(expected, fields.name, fields.header.frame_id, fields.header.stamp,
+                                (fields.position, fields.velocity, fields.effort))
         self._size, self._same = len(data), tuple((a, b, data[a:b]) for a, b in layout.runs)
         self._layout = layout if agrees else None
         return fields if agrees else expected

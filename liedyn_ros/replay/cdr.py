@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from liedyn_ros.pipeline import NS_PER_S, JointStateArrays
-from liedyn_ros.pipeline.cdr import JointStateLayout, parse_layout
+from liedyn_ros.pipeline.cdr import JointStateLayout, parse_layout, reading_agrees
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -86,21 +86,16 @@ class JointStateReader:
         return self._verified[key]
 
     def _agrees(self, data: bytes, layout: JointStateLayout) -> bool:
-        """Whether the vectorised read of `data` equals rosbags' (bit for bit, NaN included)."""
+        """Whether the vectorised read of `data` is rosbags' message (pipeline.cdr.reading_agrees,
+        the node's check too)."""
         try:
-            expected = _chunk_of_one(self.deserialize(data))
+            expected = self.deserialize(data)
         except Exception:  # noqa: BLE001 - rosbags disagrees with the parse: do not trust it
             return False
         got = _gather(np.frombuffer(data, dtype=np.uint8)[None, :], layout)
-        return (
-            got.names == expected.names and got.frame_id == expected.frame_id
-            and np.array_equal(got.stamp_ns, expected.stamp_ns)
-            and all(
-                a.shape == b.shape and a.tobytes() == b.tobytes()
-                for a, b in ((got.position, expected.position), (got.velocity, expected.velocity),
-                             (got.effort, expected.effort))
-            )
-        )
+        sec, nanosec = divmod(int(got.stamp_ns[0]), NS_PER_S)  # _gather's stamp: sec * NS_PER_S + nanosec
+        return reading_agrees(expected, got.names, got.frame_id[0], (sec, nanosec),
+                              (got.position[0], got.velocity[0], got.effort[0]))
 
     def _one_by_one(self, data: bytes | memoryview) -> JointStateArrays | None:
         try:
