@@ -305,3 +305,43 @@ def test_a_bags_content_key_is_read_again_only_when_its_files_stat_changes(tmp_p
     os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # touched: read again
     assert content_key(bag, known) == content_key(bag) != first
     assert known[str(bag)][1] == content_key(bag)
+
+
+def test_a_bags_equations_are_looked_for_only_when_its_key_is_new(tmp_path, monkeypatch):
+    """identification.pooled with the record of earlier runs (store.equations_kept): a bag whose
+    key it holds is not looked for on disk; a new key is, once; a bag gone from the store leaves
+    it; a period solved again looks for its bags' files and leaves out one deleted since."""
+    import json
+
+    from liedyn_ros.fleet import identification
+
+    looked: list[str] = []
+    saved = identification._saved
+    monkeypatch.setattr(identification, "_saved", lambda out, bag: looked.append(bag["key"]) or saved(out, bag))
+    bags = [rows("r1", k, T0 + k * DAY_NS)[0] for k in range(4)] + [rows("r1", 4, None)[0]]  # the last failed
+    day = identification.period_of(T0, "day")
+    for bag in bags[:2]:  # two bags of the first day kept their equations, and their period was pooled
+        (tmp_path / "bags" / bag["name"]).mkdir(parents=True)
+        (tmp_path / "bags" / bag["name"] / identification.EQUATIONS).write_bytes(b"")
+    pooled_rows = [{"robot": "r1", "period": day, "joint": "j1", "status": "ok"}]
+    bags[1]["start_ns"] = T0 + 3600 * 10**9
+    cache = tmp_path / "identified" / "r1" / day / identification.POOL_CACHE
+    cache.parent.mkdir(parents=True)
+    cache.write_text(json.dumps({"keys": [bags[0]["key"], bags[1]["key"]], "rows": pooled_rows}))
+
+    kept: dict[str, bool] = {}
+    assert identification.pooled(tmp_path, bags, "day", kept) == pooled_rows
+    assert sorted(looked) == sorted(b["key"] for b in bags[:4])  # the failed bag is never looked for
+    assert kept == {bags[0]["key"]: True, bags[1]["key"]: True, bags[2]["key"]: False, bags[3]["key"]: False}
+    store.write_equations_kept(tmp_path, kept)
+    kept = store.equations_kept(tmp_path)
+
+    looked.clear()
+    new = rows("r1", 5, T0 + 5 * DAY_NS)[0]
+    (tmp_path / "bags" / bags[1]["name"] / identification.EQUATIONS).unlink()  # deleted by hand
+    # bag 0 gone from the store: its period is solved again (other keys), from the files there
+    assert identification.pooled(tmp_path, bags[1:] + [new], "day", kept) == []
+    assert looked == [new["key"], bags[1]["key"]]  # the new bag; bag 1's file, for the period solved again
+    assert bags[0]["key"] not in kept and kept[bags[1]["key"]] is False and kept[new["key"]] is False
+    looked.clear()
+    assert identification.pooled(tmp_path, bags[1:] + [new], "day", kept) == [] and looked == []

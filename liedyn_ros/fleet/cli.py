@@ -136,14 +136,16 @@ def run_fleet(entries: Sequence[BagEntry], out: Path, options: ReplayOptions, sc
     failed = 0
     if todo:
         with _client(scheduler, workers) as client:
-            for task, rows in _replayed(client, todo, progress):
-                store.write_bag(out, task.name, rows.bag, rows.joints)
-                failed += rows.bag["status"] == "error"
+            for task, replayed in _replayed(client, todo, progress):
+                store.write_bag(out, task.name, replayed.bag, replayed.joints)
+                failed += replayed.bag["status"] == "error"
     store.compact(out)  # the per-bag files of this run (and of any interrupted one) into the parts
     # The per-bag tables read once: the analysis, fleet.duckdb and the report all take them.
     tables = {table: store.read_table(out, table) for table in store.PER_BAG}
     bags = tables["bags"].to_pylist()
-    tables["identification"] = store.write_table(out, "identification", identification.pooled(out, bags, period))
+    kept = store.equations_kept(out)  # the bags' equations.pkl looked for only where the key is new
+    tables["identification"] = store.write_table(out, "identification", identification.pooled(out, bags, period, kept))
+    store.write_equations_kept(out, kept)
     tables["flags"] = store.write_table(out, "flags", analysis.flags(
         bags, tables["joint_stats"].to_pylist(), tables["identification"].to_pylist()))
     store.build_duckdb(out, tables)

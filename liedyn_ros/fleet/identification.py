@@ -44,18 +44,47 @@ def period_of(start_ns: int, period: str) -> str:
     return "all"
 
 
-def pooled(out: Path, bags: Sequence[dict[str, Any]], period: str) -> list[dict[str, Any]]:
+def pooled(out: Path, bags: Sequence[dict[str, Any]], period: str, kept: dict[str, bool] | None = None
+           ) -> list[dict[str, Any]]:
     """The `identification` rows: one per robot, period and joint, from the bags replayed with
-    --identify (status ok, equations kept)."""
+    --identify (status ok, equations kept). `kept`: bag key -> whether its replay kept its
+    equations, of earlier runs (store.equations_kept), consulted and updated: only the bags whose
+    key it lacks (replayed since) are looked for on disk, not each of a fleet's 240,000 bags every
+    run. A period solved again reads its bags' files, and leaves out one gone since (deleted by hand)."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for bag in bags:
-        if bag["status"] == "ok" and (out / "bags" / bag["name"] / EQUATIONS).is_file():
+        if bag["status"] != "ok":
+            continue
+        has = None if kept is None else kept.get(bag["key"])
+        if has is None:
+            has = _saved(out, bag)
+            if kept is not None:
+                kept[bag["key"]] = has
+        if has:
             groups[(bag["robot"], period_of(bag["start_ns"], period))].append(bag)
+    if kept is not None:  # bags no longer in the store
+        for key in kept.keys() - {bag["key"] for bag in bags if bag["status"] == "ok"}:
+            del kept[key]
     rows: list[dict[str, Any]] = []
     for (robot, key), members in sorted(groups.items()):
         members.sort(key=lambda b: (b["start_ns"], b["bag"]))
-        rows += _cached(out / "identified" / robot / key, members) or _period_rows(out, robot, key, members)
+        cached = _cached(out / "identified" / robot / key, members)
+        if cached is not None:
+            rows += cached
+            continue
+        present = []
+        for bag in members:
+            if _saved(out, bag):
+                present.append(bag)
+            elif kept is not None:
+                kept[bag["key"]] = False
+        if present:
+            rows += _period_rows(out, robot, key, present)
     return rows
+
+
+def _saved(out: Path, bag: dict[str, Any]) -> bool:
+    return (out / "bags" / bag["name"] / EQUATIONS).is_file()
 
 
 def _cached(folder: Path, members: list[dict[str, Any]]) -> list[dict[str, Any]] | None:

@@ -71,6 +71,8 @@ SCHEMAS = {
 PER_BAG = ("bags", "joint_stats")
 # path of a bag (or URDF, parameter file) -> its files' signature and content key (tasks.content_key)
 CONTENT_KEYS = pa.schema([("path", pa.string()), ("signature", pa.string()), ("key", pa.string())])
+# key of a bag -> whether its replay kept its normal equations (identification.pooled)
+EQUATIONS_KEPT = pa.schema([("key", pa.string()), ("kept", pa.bool_())])
 INCOMING = "incoming"
 PART = re.compile(r"part-.*-[0-9a-f]{8}-(\d{4}-\d{2}|undated)\.parquet")
 LOCK = ".fleet.lock"
@@ -143,6 +145,21 @@ def write_content_keys(out: Path, known: Mapping[str, tuple[str, str]]) -> None:
     _write(pa.table({"path": list(known), "signature": [s for s, _ in known.values()],
                      "key": [k for _, k in known.values()]}, schema=CONTENT_KEYS),
            parquet_dir(out) / "content_keys.parquet")
+
+
+def equations_kept(out: Path) -> dict[str, bool]:
+    """Which bags' replays kept their equations, by key, as of the last run (DIR/parquet/equations_kept.parquet)."""
+    path = parquet_dir(out) / "equations_kept.parquet"
+    if not path.exists():
+        return {}
+    kept = pq.read_table(path, schema=EQUATIONS_KEPT)
+    return dict(zip(kept["key"].to_pylist(), kept["kept"].to_pylist()))
+
+
+def write_equations_kept(out: Path, kept: Mapping[str, bool]) -> None:
+    parquet_dir(out).mkdir(parents=True, exist_ok=True)
+    _write(pa.table({"key": list(kept), "kept": list(kept.values())}, schema=EQUATIONS_KEPT),
+           parquet_dir(out) / "equations_kept.parquet")
 
 
 @dataclass(frozen=True)
