@@ -123,3 +123,37 @@ def test_foot_sensors_join_the_observer(recording: go2_sim.Recording) -> None:
     assert doubled.base_wrench is not None
     ground = np.linalg.norm(recording.force[quiet].sum(axis=1), axis=1).mean()
     assert np.linalg.norm(doubled.base_wrench[quiet, 3:], axis=1).mean() == pytest.approx(ground, rel=0.02)
+
+
+def test_the_replay_takes_the_nodes_observer_route(recording: go2_sim.Recording, node: legged_eval.Run,
+                                                   tmp_path) -> None:
+    """contact_source observer: the replay's BlockDynamics takes the node's route (ObservedRoute,
+    chosen by choose_route with the observer); a block through it, each row with its state, gives
+    what the node's one-sample call gives with the observer holding that state (to 1e-12); a
+    block without the rows' states is refused (the observer holds only its last one)."""
+    from liedyn_ros.pipeline.routes import ObservedRoute
+    from liedyn_ros.replay import ReplayOptions
+    from liedyn_ros.replay.run import BlockDynamics
+
+    m, cfg = legged_eval.model(), legged_eval.config(GAIN)
+    contacts = pipeline.resolve_contacts(m, cfg)
+    assert contacts is not None
+    observer = pipeline.ContactObserver(contacts, cfg.contact_force_threshold, cfg.contact_force_release, True)
+    route = BlockDynamics(m, cfg, contacts, ReplayOptions(out=tmp_path), True, observer=observer).route
+    assert isinstance(route, ObservedRoute) and route.observer is observer
+    rows = np.linspace(0, len(recording.t) - 1, 16).astype(int)  # standing, pushed, feet on and off
+    order = [recording.names.index(j) for j in m.joint_names]
+    q = recording.q[rows][:, order]
+    v = np.concatenate((recording.v[rows, :6], recording.v[rows, 6:][:, order]), axis=1)
+    a = np.random.default_rng(2).normal(size=v.shape)
+    effort, pose, state = recording.effort[rows][:, order], recording.pose[rows], node.state[rows]
+    assert state.any() and not state.all()
+    block = route.outputs(q, v, a, effort, pose, state)
+    for i in range(len(rows)):
+        observer.state.active = state[i].copy()
+        one = route.outputs(q[i], v[i], a[i], effort[i], pose[i])
+        for name in ("tau_ff", "tau_g", "qdd_pred", "base_wrench", "contact_wrench", "tau_free"):
+            np.testing.assert_allclose(getattr(one, name), getattr(block, name)[i], rtol=0, atol=1e-12, err_msg=name)
+        assert np.array_equal(one.contact_active, state[i])
+    with pytest.raises(ValueError, match="each sample's contact state"):
+        route.outputs(q, v, a, effort, pose)

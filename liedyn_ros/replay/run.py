@@ -354,14 +354,15 @@ def replay(paths: list[Path], options: ReplayOptions) -> ReplayReport:
                                 gravity=bool(np.any(model.gravity)), contact_links=links, constrained=constrained,
                                 base_link=(config.base_link or str(model.root_link)) if watches_base else "")
         armature = None if dyn.drive is None else dyn.drive.armature
-        external = ExternalTorque(model, _observer(config), dyn.friction, armature, _contact_observer(config, contacts),
+        observed = _contact_observer(config, contacts) if observing else None
+        external = ExternalTorque(model, _observer(config), dyn.friction, armature, observed,
                                   config.external_force_threshold, config.base_link or str(model.root_link)
                                   ) if observing else None
         if external is not None and span is not None:
             external.detect = (span.start_ns, span.end_ns)
         clues = hints.Clues(names, topics, delay)
         with OutputWriter(options.out, model, config) as writer:
-            dynamics = BlockDynamics(model, config, contacts, options, predict, dyn.friction, loops, armature)
+            dynamics = BlockDynamics(model, config, contacts, options, predict, dyn.friction, loops, armature, observed)
             skipped_rows = _stream(stream, options, dynamics, writer, summary, recorder, external, clues, identifier,
                                    span)
         usable = diagnose.efforts_usable(summary, config.passive_joints)  # else a WARNING says why
@@ -551,13 +552,17 @@ class BlockDynamics:
 
     def __init__(self, model: Any, config: pipeline.PipelineConfig, contacts: pipeline.Contacts | None,
                  options: ReplayOptions, predict: bool, friction: core.Friction | None = None,
-                 loops: pipeline.Loops | None = None, armature: NDArray[np.float64] | None = None) -> None:
+                 loops: pipeline.Loops | None = None, armature: NDArray[np.float64] | None = None,
+                 observer: pipeline.ContactObserver | None = None) -> None:
         self.model, self.config, self.contacts, self.options, self.predict = model, config, contacts, options, predict
         self.friction = friction  # friction compensation of --params, on the feedforward torques
         self.loops = loops
         self.armature = armature  # --params' rotor inertia (free path only: parameters refuse it with constraints)
+        # contact_source observer: the node's route (pipeline.routes.ObservedRoute), chosen as the node
+        # chooses it; each row's state is the one the observer's run over the block gave it (_active)
+        source = observer if observer is not None and observer.source_observer else None
         self.route = pipeline.choose_route(Dynamics(model, friction), contacts, loops, config.contact_solution,
-                                           armature=armature)
+                                           observer=source, armature=armature)
 
     def run(self, block: SampleBlock, accel_est: NDArray[np.float64]) -> BlockResult:
         contacts = self.contacts
