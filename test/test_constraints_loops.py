@@ -319,3 +319,131 @@ def test_readme_example_runs() -> None:
     exec(block, scope)  # noqa: S102 - our own documentation
     assert_close(scope["a2"], np.zeros(scope["model"].nv), 1e-9, "a2")
     assert np.all(scope["lam3"][9:] == 0.0)
+
+
+
+def _closures_on(model: core.Model, rng: np.random.Generator) -> list:
+    """A weld (from the root link l0) and a point loop closure between random links, two contacts (flat in the
+    world's axes, point in its own), all at random offsets."""
+    a, b, c, d, f = rng.choice(sorted(set(model.link_frames) - {"l0"}), 5, replace=False)
+    return [core.Contact(f, "flat", random_pose(rng), "world"),
+            core.LoopClosure("l0", a, "weld", random_pose(rng), random_pose(rng)),
+            core.LoopClosure(b, c, "point", random_pose(rng), random_pose(rng)),
+            core.Contact(d, "point", random_pose(rng))]
+
+
+def _frames_of(model: core.Model, constraint, q: np.ndarray, pose: np.ndarray | None) -> tuple:
+    """(T_a, T_b) of a constraint in the world (T_b the identity for a contact), by robots' forward kinematics."""
+    if isinstance(constraint, core.Contact):
+        return link_pose(model, constraint.link, q, pose) @ constraint.offset, np.eye(4)
+    return (link_pose(model, constraint.link_a, q, pose) @ constraint.offset_a,
+            link_pose(model, constraint.link_b, q, pose) @ constraint.offset_b)
+
+
+def _velocity(model: core.Model, constraint, q, v, pose, eps: float = 1e-6) -> np.ndarray:
+    """What A v is, from poses alone by central differences along q + t v: a weld's -(dT_ab/dt T_ab^-1)^vee
+    (T_ab = T_a^-1 T_b), a point loop's R_a^T (dp_a/dt - dp_b/dt), a flat contact's body twist (omega, v), a point
+    contact's R_a^T dp_a/dt; in the world's axes (omega_world, dp_a/dt) and dp_a/dt."""
+    from robots import vee
+
+    (Ta, Tb), plus, minus = (_frames_of(model, constraint, *advance(model, q, v, pose, s)) for s in (0.0, eps, -eps))
+    dTa, dTb = (plus[0] - minus[0]) / (2 * eps), (plus[1] - minus[1]) / (2 * eps)
+    if isinstance(constraint, core.Contact):
+        twist = vee(np.linalg.solve(Ta, dTa))
+        if constraint.frame == "world":
+            return dTa[:3, 3] if constraint.kind == "point" else np.concatenate([Ta[:3, :3] @ twist[:3], dTa[:3, 3]])
+        return twist[3:] if constraint.kind == "point" else twist
+    if constraint.kind == "point":
+        return Ta[:3, :3].T @ (dTa[:3, 3] - dTb[:3, 3])
+    T_ab = np.linalg.solve(Ta, Tb)
+    dT_ab = np.linalg.solve(Ta, dTb) - np.linalg.solve(Ta, dTa) @ T_ab
+    return -vee(dT_ab @ np.linalg.inv(T_ab))
+
+
+def _bias(model: core.Model, constraint, q, v, pose, eps: float = 1e-4) -> np.ndarray:
+    """What c is: the derivative of A v along q + t v at a = 0 (_velocity), plus for rows in turning axes the
+    turn: a point's w_a x (A v) (classical accelerations in a's axes), a flat contact in the world's axes
+    -(0, omega x dp_a/dt) (its body acceleration turned by R_a)."""
+    Av = _velocity(model, constraint, q, v, pose)
+    plus, minus = (_velocity(model, constraint, *advance(model, q, v, pose, s)[:1], v, advance(model, q, v, pose, s)[1])
+                   for s in (eps, -eps))
+    c = (plus - minus) / (2 * eps)
+    if constraint.kind == "point" and getattr(constraint, "frame", "local") == "local":
+        link, offset = (constraint.link, constraint.offset) if isinstance(constraint, core.Contact) else \
+            (constraint.link_a, constraint.offset_a)
+        w_a = _velocity(model, core.Contact(link, "flat", offset), q, v, pose)[:3]
+        c = c + np.cross(w_a, Av)
+    elif constraint.kind == "flat" and constraint.frame == "world":
+        c = c - np.concatenate([np.zeros(3), np.cross(Av[:3], Av[3:])])
+    return c
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_compiled_loop_terms_equal_the_reference_and_the_kinematics(seed: int, monkeypatch) -> None:
+    """Loop closures (weld and point, from the root link too) with contacts in either axes, on random trees with
+    a mimic joint (seed 1 floating, 2 fixed): the compiled terms (fast_closures) equal the numpy reference to
+    1e-12 for a (2, 3) batch with inactive constraints; and, for all active, A v equals the constraint
+    velocity from robots' own forward kinematics, c its derivative at a = 0 (_bias), e Pinocchio's log6 of T_ab
+    (a weld) or -p_ab (a point loop)."""
+    from test_fast_path import load
+
+    from liedyn_ros.core.constraints import state
+    from liedyn_ros.core.constraints.state import setup
+
+    rng = np.random.default_rng(seed)
+    model = load(f"random{seed}")
+    assert model.has_mimic and model.floating_base == (seed == 1)
+    closures = _closures_on(model, rng)
+    cs = core.constraint_set(model, closures)
+    shape = (2, 3)
+    q, v = rng.uniform(-2, 2, shape + (model.n,)), rng.normal(size=shape + (model.nv,))
+    pose = np.array([[random_pose(rng) for _ in range(3)] for _ in range(2)]) if model.floating_base else None
+    active = rng.random(shape + (cs.k,)) < 0.7
+    want = setup(model, q, {"v": v}, cs, pose, active, np.inf, False).terms
+
+    def unwanted(*args):
+        raise AssertionError("the reference ran where the kernel should have")
+
+    monkeypatch.setattr(state, "constraint_terms", unwanted)  # from here on every term is the kernel's
+    got = setup(model, q, {"v": v}, cs, pose, active, np.inf).terms
+    for name in ("A", "c", "Av", "e"):
+        assert_close(getattr(got, name), getattr(want, name), 1e-12, name)
+    assert np.all(got.A[~cs.row_mask(active).reshape(6, -1)] == 0.0)
+    q0, v0, T0 = q[0, 0], v[0, 0], None if pose is None else pose[0, 0]
+    terms = setup(model, q0, {"v": v0}, cs, T0, None, np.inf).terms
+    assert_close(terms.A[0], core.constraint_jacobian(model, q0, cs, base_pose=T0), 0.0, "A")
+    assert_close(terms.c[0], core.constraint_bias(model, q0, v0, cs, base_pose=T0), 0.0, "c")
+    for k, constraint in enumerate(closures):
+        r = slice(cs.rows[k], cs.rows[k + 1])
+        assert_close(terms.Av[0, r], _velocity(model, constraint, q0, v0, T0), 1e-7, f"{cs.names[k]}: A v")
+        assert_close(terms.c[0, r], _bias(model, constraint, q0, v0, T0), 1e-5, f"{cs.names[k]}: c")
+        if isinstance(constraint, core.LoopClosure):
+            Ta, Tb = _frames_of(model, constraint, q0, T0)
+            T_ab = np.linalg.solve(Ta, Tb)
+            log = pin.log6(pin.SE3(T_ab[:3, :3], T_ab[:3, 3])).vector  # (v, w)
+            e = -np.concatenate([log[3:], log[:3]]) if constraint.kind == "weld" else -T_ab[:3, 3]
+            assert_close(terms.e[0, r], e, 1e-10, f"{cs.names[k]}: e")
+
+
+@pytest.mark.parametrize("angle", [0.0, 1e-9, 1.0, np.pi - 1e-7, np.pi])
+def test_weld_position_error_at_any_angle(angle: float) -> None:
+    """A weld of the five-bar's l2 and l3 whose frames differ by a turn of `angle` (and a shift): the compiled
+    e = -log T_ab (Taylor series near 0, the axis of R + I near pi) equals the reference and gives T_ab back
+    through Pinocchio's exp6 (the reference's own accuracy)."""
+    xml, _, _ = LOOPS["five_bar"]
+    model = core.load_urdf(xml)
+    rng = np.random.default_rng(int(angle * 1e3))
+    q = phi("five_bar", THETA["five_bar"])
+    axis = rng.normal(size=3)
+    X = pin.exp6(pin.Motion(rng.normal(size=3), angle * axis / np.linalg.norm(axis))).homogeneous
+    offset_b = np.linalg.solve(link_pose(model, "l3", q), link_pose(model, "l2", q) @ X)  # T_ab = X
+    weld = [core.LoopClosure("l2", "l3", "weld", None, offset_b)]
+    from liedyn_ros.core.constraints.state import setup
+
+    got, want = (setup(model, q, {"v": np.zeros(model.nv)}, weld, None, None, np.inf, fast).terms.e[0]
+                 for fast in (True, False))
+    # At pi, acos turns R_ab's rounding (1e-16, kernel and reference differ there) into 1e-8 of the angle; within
+    # 1e-6 of pi the axis is read off R + I, which drops the rotation's skew part (of that size).
+    near_pi = angle > 3
+    assert_close(got, want, 1e-7 if near_pi else 1e-12, "e")
+    assert_close(pin.exp6(pin.Motion(-got[3:], -got[:3])).homogeneous, X, 1e-6 if near_pi else 1e-9, "exp(-e)")

@@ -23,7 +23,7 @@ import pytest
 
 from liedyn_ros import core
 from liedyn_ros.core.fast import warmup as warmup_module
-from liedyn_ros.core.fast.warmup import CONTACT_KERNELS, NODE_KERNELS, KernelWarmup
+from liedyn_ros.core.fast.warmup import CONTACT_KERNELS, LOOP_KERNELS, NODE_KERNELS, KernelWarmup
 from liedyn_ros.pipeline import DynamicsPipeline, PipelineConfig
 from liedyn_ros.pipeline.diagnostics import DiagnosticsReporter, Level
 from test_pipeline import ARM, ARM_XML, LogSink, rclpy_joint_state
@@ -141,13 +141,13 @@ def _gone(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("case, kernels", [("arm", ARM_NAMES),
-                                           ("five_bar", ARM_NAMES + ("rnea_many", "hybrid_many"))])
+                                           ("five_bar", ARM_NAMES + LOOP_KERNELS)])
 def test_an_empty_cache_never_compiles_on_the_calling_thread(tmp_path: Path, case: str, kernels: tuple) -> None:
     """numba's cache elsewhere or deleted (here: a fresh NUMBA_CACHE_DIR) while the sources'
     own cache is warm: the start and every sample return promptly on the reference path while
     the child compiles, nothing is compiled in the calling process, /diagnostics says OK,
     warming up (the estimator's restarts are no problem then), and close() ends the child. The
-    same with loop closures (their batch kernels in the child's list)."""
+    same with loop closures (their batch kernels and constraint terms in the child's list)."""
     proc = _python(_EMPTY_CACHE_SCRIPT, tmp_path / "numba_cache", case)
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err
@@ -407,7 +407,7 @@ def test_loop_samples_while_compiling_run_no_compiled_code(monkeypatch: pytest.M
     compiled entry point, single-sample and batch, fails here if called) and match Pinocchio; then
     the kernels take over with the same numbers."""
     from liedyn_ros.core import dynamics
-    from liedyn_ros.core.constraints import fast as constraints_fast
+    from liedyn_ros.core.constraints import fast as constraints_fast, fast_closures
     from liedyn_ros.core.fast import entry
 
     bars = FiveBars()
@@ -418,14 +418,15 @@ def test_loop_samples_while_compiling_run_no_compiled_code(monkeypatch: pytest.M
         raise AssertionError("a compiled kernel was called while compiling")
 
     singles = [name for name in dir(entry.single) if not name.startswith("_")] + list(NODE_KERNELS) + list(
-        CONTACT_KERNELS) + ["observer_one"]
+        CONTACT_KERNELS) + ["observer_one", "constraint_terms_many"]
     with monkeypatch.context() as m:
         for name in set(singles):
             m.setattr(entry.single, name, forbidden, raising=False)
         for name in ("rnea_many", "gravity_many", "hybrid_many", "mass_matrix_many", "coriolis_many"):
             m.setattr(dynamics, name, forbidden)
-        for name in [n for n in dir(constraints_fast) if n.endswith(("_many", "_one"))]:
-            m.setattr(constraints_fast, name, forbidden)
+        for module in (constraints_fast, fast_closures):
+            for name in [n for n in dir(module) if n.endswith(("_many", "_one"))]:
+                m.setattr(module, name, forbidden)
         warming = bars.check() + bars.check()
     assert [pipe.stats.reference_samples for pipe in bars.pipes] == [2, 4]
     for pipe in bars.pipes:

@@ -52,9 +52,8 @@ class FastConstraints:
         parent[:base] = np.arange(base) - 1
         coord_parent = np.array([base - 1 if p < 0 else base + p for p in model.parent], dtype=np.int64)
         parent[base:] = coord_parent
-        per = np.stack([cs.body_a, cs.point.astype(np.int64), cs.world.astype(np.int64), cs.rows[:-1]], -1)
-        self.ci = np.concatenate([[cs.k, cs.m], parent, per.reshape(-1)]).astype(np.int64)
-        self.cf = np.concatenate([cs.T_a[:, :3, :3].reshape(-1, 9), cs.T_a[:, :3, 3]], -1).copy()
+        self.ci = constraint_ints(cs, parent)
+        self.cf = frame_rows(cs.T_a)
         self.scratch_size = scratch_size(model.nb, nv, cs.m)
         self.terms_scratch_size = terms_scratch_size(model.nb)
         self.scratch = np.empty(self.scratch_size)
@@ -65,6 +64,17 @@ class FastConstraints:
     @staticmethod
     def supports(cs) -> bool:
         return bool(cs.is_contact.all()) and not cs.model.has_mimic
+
+
+def constraint_ints(cs, parent: np.ndarray) -> np.ndarray:
+    """ci: [k, m, parent (nv,), then per constraint body (of frame a), point, world, first row]."""
+    per = np.stack([cs.body_a, cs.point.astype(np.int64), cs.world.astype(np.int64), cs.rows[:-1]], -1)
+    return np.concatenate([[cs.k, cs.m], parent, per.reshape(-1)]).astype(np.int64)
+
+
+def frame_rows(T: np.ndarray) -> np.ndarray:
+    """Poses (k, 4, 4) as the kernels' rows (k, 12): R row-major, then p."""
+    return np.concatenate([T[:, :3, :3].reshape(-1, 9), T[:, :3, 3]], -1).copy()
 
 
 def scratch_size(nb: int, nv: int, m: int) -> int:
@@ -180,21 +190,49 @@ def world_kinematics(mf, mi, q, v, T, R, p, Rw, pw, V, eta, dV0, sw):
 
 
 @ijit
-def put_column(Ra, pa, point, world, w0, w1, w2, v0, v1, v2, A, r0, col):
-    """Rows r0.. of column col: the twist (w, v) moved to the point pa, in the world's or a's axes."""
+def add_column(Ra, pa, point, world, w0, w1, w2, v0, v1, v2, A, r0, col):
+    """Rows r0.. of column col += the twist (w, v) moved to the point pa, in the world's or a's axes
+    (added: a coordinate driving several bodies (mimic joints) sums their columns)."""
     u0 = v0 + w1 * pa[2] - w2 * pa[1]
     u1 = v1 + w2 * pa[0] - w0 * pa[2]
     u2 = v2 + w0 * pa[1] - w1 * pa[0]
     lin = r0 if point else r0 + 3
     if world:
-        A[lin, col], A[lin + 1, col], A[lin + 2, col] = u0, u1, u2
+        A[lin, col] += u0
+        A[lin + 1, col] += u1
+        A[lin + 2, col] += u2
         if not point:
-            A[r0, col], A[r0 + 1, col], A[r0 + 2, col] = w0, w1, w2
+            A[r0, col] += w0
+            A[r0 + 1, col] += w1
+            A[r0 + 2, col] += w2
         return
     for r in range(3):
-        A[lin + r, col] = Ra[0, r] * u0 + Ra[1, r] * u1 + Ra[2, r] * u2
+        A[lin + r, col] += Ra[0, r] * u0 + Ra[1, r] * u1 + Ra[2, r] * u2
         if not point:
-            A[r0 + r, col] = Ra[0, r] * w0 + Ra[1, r] * w1 + Ra[2, r] * w2
+            A[r0 + r, col] += Ra[0, r] * w0 + Ra[1, r] * w1 + Ra[2, r] * w2
+
+
+@ijit
+def add_columns(mf, mi, body, Rw, pw, sw, Ra, pa, point, world, sign, A, r0):
+    """Rows r0.. of A += sign Ad_{T_a^-1} [Ad_{T_0} | s_j P for the joints j supporting body] moved to the
+    point pa (a's origin, or another point for a point loop's far side) in the world's or a's axes (Ra):
+    the base's columns (floating only), then those of body's ancestors (world screws sw, mimic multipliers)."""
+    nb, n, nv = sizes(mi)
+    base = nv - n
+    for col in range(base):  # the base twist e_col, in the world: Ad_{T_0} e_col
+        if col < 3:
+            w0, w1, w2 = sign * Rw[nb, 0, col], sign * Rw[nb, 1, col], sign * Rw[nb, 2, col]
+            add_column(Ra, pa, point, world, w0, w1, w2, pw[nb, 1] * w2 - pw[nb, 2] * w1,
+                       pw[nb, 2] * w0 - pw[nb, 0] * w2, pw[nb, 0] * w1 - pw[nb, 1] * w0, A, r0, col)
+        else:
+            add_column(Ra, pa, point, world, 0.0, 0.0, 0.0, sign * Rw[nb, 0, col - 3], sign * Rw[nb, 1, col - 3],
+                       sign * Rw[nb, 2, col - 3], A, r0, col)
+    j = body
+    while j >= 0:
+        m = sign * mf[j, MULT]
+        add_column(Ra, pa, point, world, m * sw[j, 0], m * sw[j, 1], m * sw[j, 2], m * sw[j, 3], m * sw[j, 4],
+                   m * sw[j, 5], A, r0, base + mi[j, COORD])
+        j = mi[j, 0]
 
 
 @ijit
@@ -213,9 +251,10 @@ def frame_in_world(RP, pP, cfk, Ra, pa):
 
 @ijit
 def contact_rows(mf, mi, ci, cf, k, Rw, pw, V, dV0, sw, Ra, pa, h, A, c):
-    """A's rows and c's entries of contact k (frame a at (Ra, pa), scratch h (2, 6))."""
+    """A's rows and c's entries of contact k (frame a at (Ra, pa), scratch h (2, 6)): J_a and dV0_a, or their
+    point rows [0 1] J_a and dv0_a + w_a x v_a (jacobian's table), in a's or the world's axes. Also the frame-a
+    side of a loop closure (fast_closures.closure_rows then takes frame b's away)."""
     nb, n, nv = sizes(mi)
-    base = nv - n
     o = 2 + nv + 4 * k
     body, point, world, r0 = ci[o + BODY], ci[o + POINT] != 0, ci[o + WORLD] != 0, ci[o + ROW]
     P = body if body >= 0 else nb
@@ -225,20 +264,7 @@ def contact_rows(mf, mi, ci, cf, k, Rw, pw, V, dV0, sw, Ra, pa, h, A, c):
     for r in range(r0, r0 + rows):
         for col in range(nv):
             A[r, col] = 0.0
-    for col in range(base):  # the base twist e_col, in the world: Ad_{T_0} e_col
-        if col < 3:
-            w0, w1, w2 = Rw[nb, 0, col], Rw[nb, 1, col], Rw[nb, 2, col]
-            put_column(Ra, pa, point, world, w0, w1, w2, pw[nb, 1] * w2 - pw[nb, 2] * w1,
-                       pw[nb, 2] * w0 - pw[nb, 0] * w2, pw[nb, 0] * w1 - pw[nb, 1] * w0, A, r0, col)
-        else:
-            put_column(Ra, pa, point, world, 0.0, 0.0, 0.0, Rw[nb, 0, col - 3], Rw[nb, 1, col - 3],
-                       Rw[nb, 2, col - 3], A, r0, col)
-    j = body
-    while j >= 0:
-        m = mf[j, MULT]
-        put_column(Ra, pa, point, world, m * sw[j, 0], m * sw[j, 1], m * sw[j, 2], m * sw[j, 3], m * sw[j, 4],
-                   m * sw[j, 5], A, r0, base + mi[j, COORD])
-        j = mi[j, 0]
+    add_columns(mf, mi, body, Rw, pw, sw, Ra, pa, point, world, 1.0, A, r0)
     Vf, dVf = h[0], h[1]
     twist_to_child(Roff, poff, V[P], Vf)
     twist_to_child(Roff, poff, dV0[P], dVf)
@@ -283,6 +309,23 @@ def dot(x, y):
     return s
 
 
+@ijit
+def terms_blocks(sc, nb):
+    """contact_terms' scratch (terms_scratch_size(nb)) as views: the joint transforms R (nb, 3, 3), p (nb, 3),
+    the world poses Rw (nb + 1, 3, 3), pw (nb + 1, 3) (row nb: the base), the twists V and accelerations at
+    a = 0 dV0 (nb + 1, 6), eta and the world screws sw (nb, 6), h (2, 6), f (12,)."""
+    R = reshaped(sc, 0, (nb, 3, 3))
+    p, o = block(sc, 9 * nb, nb, 3)
+    Rw = reshaped(sc, o, (nb + 1, 3, 3))
+    pw, o = block(sc, o + 9 * (nb + 1), nb + 1, 3)
+    V, o = block(sc, o, nb + 1, 6)
+    dV0, o = block(sc, o, nb + 1, 6)
+    eta, o = block(sc, o, nb, 6)
+    sw, o = block(sc, o, nb, 6)
+    h, o = block(sc, o, 2, 6)
+    return R, p, Rw, pw, V, dV0, eta, sw, h, reshaped(sc, o, (12,))
+
+
 @jit
 def contact_terms(mf, mi, ci, cf, sc, q, v, T, active, A, c):
     """A (m, nv) and c (m,) of the contacts at one sample (inactive rows zero); sc: scratch.
@@ -291,24 +334,14 @@ def contact_terms(mf, mi, ci, cf, sc, q, v, T, active, A, c):
     """
     nb, n, nv = sizes(mi)
     k = ci[0]
-    R, o = block(sc, 0, nb, 9)
-    p, o = block(sc, o, nb, 3)
-    Rw, o = block(sc, o, nb + 1, 9)
-    pw, o = block(sc, o, nb + 1, 3)
-    V, o = block(sc, o, nb + 1, 6)
-    dV0, o = block(sc, o, nb + 1, 6)
-    eta, o = block(sc, o, nb, 6)
-    sw, o = block(sc, o, nb, 6)
-    h, o = block(sc, o, 2, 6)
-    f, o = block(sc, o, 1, 12)
-    Ra, pa = reshaped(f, 0, (3, 3)), f[0, 9:12]
-    R3 = reshaped(Rw, 0, (nb + 1, 3, 3))
-    world_kinematics(mf, mi, q, v, T, reshaped(R, 0, (nb, 3, 3)), p, R3, pw, V, eta, dV0, sw)
+    R, p, Rw, pw, V, dV0, eta, sw, h, f = terms_blocks(sc, nb)
+    Ra, pa = reshaped(f, 0, (3, 3)), f[9:12]
+    world_kinematics(mf, mi, q, v, T, R, p, Rw, pw, V, eta, dV0, sw)
     for j in range(k):
         o = 2 + nv + 4 * j
         r0, rows = ci[o + ROW], 3 if ci[o + POINT] != 0 else 6
         if active[j]:
-            contact_rows(mf, mi, ci, cf, j, R3, pw, V, dV0, sw, Ra, pa, h, A, c)
+            contact_rows(mf, mi, ci, cf, j, Rw, pw, V, dV0, sw, Ra, pa, h, A, c)
             continue
         for r in range(r0, r0 + rows):
             for col in range(nv):
@@ -350,10 +383,7 @@ def put_frames(mi, ci, cf, terms_sc, frames):
     """frames (k, 4, 4) <- the world poses of the contact frames, from the world poses of the bodies that
     contact_terms left in its scratch terms_sc."""
     nb, n, nv = sizes(mi)
-    _, o = block(terms_sc, 0, nb, 9)  # the layout of contact_terms' scratch
-    _, o = block(terms_sc, o, nb, 3)
-    Rw = reshaped(terms_sc, o, (nb + 1, 3, 3))
-    pw, o = block(terms_sc, o + 9 * (nb + 1), nb + 1, 3)
+    Rw, pw = terms_blocks(terms_sc, nb)[2:4]
     for j in range(ci[0]):
         body = ci[2 + nv + 4 * j + BODY]
         P = body if body >= 0 else nb

@@ -22,6 +22,10 @@ and holding A a + c = 0 keeps a contact point's (or the relative point's) classi
 zero, as Pinocchio's 3-D contacts do. A contact in the world's axes has its rows and c turned
 by R_a (blockwise for a flat one: the same a, lam turned). The position error e of a loop (e = -log T_ab for a weld,
 -p_ab for a point) has de/dt = A v at e = 0; contacts have none.
+
+This module's numpy is the reference; compiled_terms gives the same terms by kernels (constraints.fast for
+contacts, constraints.fast_closures for any set: loop closures, mimic joints), which the public functions
+and the constrained algorithms use unless fast=False.
 """
 from __future__ import annotations
 
@@ -30,13 +34,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import Batch, prepare
-from ..fast import fast_model
+from ..fast import OK, fast_model
 from ..fast.entry import single
 from ..fast.threads import run_batch
 from ..model import Model
 from ..reference.kinematics import bias_accelerations, joint_transforms, split, velocities
 from ..spatial import Ad, Ad_inv, ad, inv_se3, log_se3
 from .description import ConstraintSet, constraint_set
+from .fast_closures import closure_arrays
 
 __all__ = ["constraint_jacobian", "constraint_bias", "constraint_frames", "ConstraintTerms", "constraint_terms"]
 
@@ -144,18 +149,30 @@ def constraint_terms(cs: ConstraintSet, batch: Batch, v: np.ndarray) -> Constrai
     return ConstraintTerms(A, c, np.einsum("bij,bj->bi", A, v), e)
 
 
-def compiled_terms(cs: ConstraintSet, batch: Batch, rows: np.ndarray) -> ConstraintTerms:
-    """The contacts' terms by the compiled kernel (constraints.fast), inactive rows zero; e = 0."""
-    from .fast import contact_terms_many
-
-    model, fc = cs.model, cs._fast
+def compiled_terms(cs: ConstraintSet, batch: Batch, rows: np.ndarray) -> ConstraintTerms | None:
+    """A, c, A v and e by a compiled kernel, inactive rows zero: a contact-only set's by constraints.fast's
+    contact_terms_many (e = 0), any other (loop closures, mimic joints) by fast_closures.constraint_terms_many.
+    None where that kernel declines (the reference then answers, or words the error)."""
+    model = cs.model
     fm = fast_model(model)
-    B = batch.q.shape[0]
+    B, v = batch.q.shape[0], batch.vectors[0] if batch.vectors else np.zeros((batch.q.shape[0], model.nv))
     active = np.ascontiguousarray(rows[:, cs.rows[:-1]])  # a constraint's rows share its state
     A, c = np.empty((B, cs.m, model.nv)), np.empty((B, cs.m))
-    run_batch(contact_terms_many, B, fm.mf, fm.mi, fc.ci, fc.cf, fc.terms_scratch_size, batch.q,
-              batch.vectors[0], batch.base_pose, active, A, c)
-    return ConstraintTerms(A, c, np.einsum("bij,bj->bi", A, batch.vectors[0]), np.zeros((B, cs.m)))
+    fc = cs._fast
+    if fc is not None:
+        from .fast import contact_terms_many
+
+        run_batch(contact_terms_many, B, fm.mf, fm.mi, fc.ci, fc.cf, fc.terms_scratch_size, batch.q, v,
+                  batch.base_pose, active, A, c)
+        return ConstraintTerms(A, c, np.einsum("bij,bj->bi", A, v), np.zeros((B, cs.m)))
+    ca = closure_arrays(cs)
+    Av, e = np.empty((B, cs.m)), np.empty((B, cs.m))
+    try:
+        status = single.constraint_terms_many(fm.handle, ca.ci, ca.cb, ca.cf, ca.scratch, batch.q, v, batch.base_pose,
+                                              active, A, c, Av, e)
+    except TypeError:  # an argument the locked kernel does not take: the readable path
+        return None
+    return ConstraintTerms(A, c, Av, e) if status == OK else None
 
 
 def _compiled_kinematics(model: Model, q, cs: ConstraintSet, base_pose, frames: bool, jacobian: bool):
@@ -195,23 +212,25 @@ def constraint_jacobian(model: Model, q, constraints, *, base_pose=None, fast: b
     A v is the velocity each constraint forbids (see liedyn_ros.core.constraints.jacobian), in
     the constraint's frame; lam = A-rows' forces on the robot enter as M a + b = tau + A^T lam.
     Contacts take the compiled kernel (constraints.fast.contact_kinematics_many: float64 arrays go
-    to it unchecked; anything it refuses is validated here) unless fast=False (no compiled code).
+    to it unchecked; anything it refuses is validated here), sets with loop closures (or mimic
+    joints) fast_closures.constraint_terms_many after validation, unless fast=False (no compiled code).
     """
     cs = constraint_set(model, constraints)
     compiled = _compiled_kinematics(model, q, cs, base_pose, False, True) if fast else None
     if compiled is not None:
         return compiled[1]
     batch = prepare(model, q, {"v": np.zeros(model.nv)}, base_pose=base_pose)
-    if fast and cs._fast is not None:
-        return batch.restore(compiled_terms(cs, batch, np.ones((batch.q.shape[0], cs.m), dtype=bool)).A)
-    return batch.restore(constraint_terms(cs, batch, batch.vectors[0]).A)
+    terms = compiled_terms(cs, batch, np.ones((batch.q.shape[0], cs.m), dtype=bool)) if fast else None
+    return batch.restore((constraint_terms(cs, batch, batch.vectors[0]) if terms is None else terms).A)
 
 
-def constraint_bias(model: Model, q, v, constraints, *, base_pose=None) -> np.ndarray:
-    """c(q, v), shape (..., m): the constraint acceleration is A a + c (c = Adot v when A v = 0)."""
+def constraint_bias(model: Model, q, v, constraints, *, base_pose=None, fast: bool = True) -> np.ndarray:
+    """c(q, v), shape (..., m): the constraint acceleration is A a + c (c = Adot v when A v = 0).
+    Compiled (compiled_terms) unless fast=False."""
     cs = constraint_set(model, constraints)
     batch = prepare(model, q, {"v": v}, base_pose=base_pose)
-    return batch.restore(constraint_terms(cs, batch, batch.vectors[0]).c)
+    terms = compiled_terms(cs, batch, np.ones((batch.q.shape[0], cs.m), dtype=bool)) if fast else None
+    return batch.restore((constraint_terms(cs, batch, batch.vectors[0]) if terms is None else terms).c)
 
 
 def constraint_frames(model: Model, q, constraints, *, base_pose=None, fast: bool = True) -> np.ndarray:

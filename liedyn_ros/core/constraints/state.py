@@ -37,7 +37,7 @@ def setup(model: Model, q, vectors: dict, constraints, base_pose, active, tol: f
     """Validate, evaluate A, c, A v and e, drop inactive rows, and refuse a state off the constraints.
 
     tol bounds |A v| (m/s, rad/s) and the loop position error |e| (m, rad) of the active rows.
-    Contacts take the compiled kernel for A and c when `fast`, the numpy reference otherwise.
+    A compiled kernel (jacobian.compiled_terms) gives A, c, A v and e when `fast`, the numpy reference otherwise.
     """
     cs = constraint_set(model, constraints)
     batch = prepare(model, q, vectors, base_pose=base_pose)
@@ -47,9 +47,8 @@ def setup(model: Model, q, vectors: dict, constraints, base_pose, active, tol: f
         rows = np.broadcast_to(mask, batch.shape + (cs.m,)).reshape(B, cs.m)
     except ValueError as exc:
         raise ValueError(f"active: batch shape {mask.shape[:-1]} does not broadcast to {batch.shape}") from exc
-    if fast and cs._fast is not None:
-        terms = compiled_terms(cs, batch, rows)
-    else:
+    terms = compiled_terms(cs, batch, rows) if fast else None
+    if terms is None:
         terms = constraint_terms(cs, batch, batch.vectors[0])
         terms.A = np.where(rows[..., None], terms.A, 0.0)
         terms.c, terms.Av, terms.e = (np.where(rows, x, 0.0) for x in (terms.c, terms.Av, terms.e))

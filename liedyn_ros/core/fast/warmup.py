@@ -36,9 +36,11 @@ CONTACT_KERNELS = ("constrained_terms_one", "constrained_rnea_one", "constrained
 # With loop closures (pipeline.routes.loops, the core's readable constrained paths): two batch
 # kernels of core.dynamics' general path, rnea_many (core.constrained_rnea of the motion and the
 # robot at rest, one stacked call) and hybrid_many (core.constrained_aba's M^-1 A^T, m solves in one
-# call, whatever the batch); with contacts too, their frames and Jacobian (checks, the kinematic
-# contact source) and the observer's fit of the contact forces.
-LOOP_KERNELS = ("rnea_many", "hybrid_many")
+# call, whatever the batch), and the constraints' A, c, A v and e (constraint_terms_many, a locked
+# single-sample kernel of core.fast.entry, batch-capable); with contacts too, their frames and
+# Jacobian (checks, the kinematic contact source) and the observer's fit of the contact forces.
+BATCH_KERNELS = ("rnea_many", "hybrid_many")
+LOOP_KERNELS = BATCH_KERNELS + ("constraint_terms_many",)
 LOOP_CONTACT_KERNELS = ("contact_kinematics_many", "contact_fit_many")
 
 
@@ -66,7 +68,7 @@ def _load(name: str) -> None:
     _batch_signature), or load it from numba's cache."""
     from .entry import single
 
-    if name in LOOP_KERNELS:
+    if name in BATCH_KERNELS:
         kernel, signature = _batch_signature(name)
         kernel.compile(signature)
     else:
@@ -77,7 +79,7 @@ def _dispatcher(name: str) -> Any:
     """The named kernel's numba dispatcher (nothing compiled or loaded)."""
     from .entry import _signature
 
-    return (_batch_signature(name) if name in LOOP_KERNELS else _signature(name))[0]
+    return (_batch_signature(name) if name in BATCH_KERNELS else _signature(name))[0]
 
 
 class _NotCached(Exception):
@@ -100,7 +102,7 @@ def _refusing_listener() -> Any:
 
 def load_cached(names: tuple[str, ...]) -> tuple[str, ...]:
     """Load the named kernels (single-sample ones of core.fast.entry.single, batch ones of
-    LOOP_KERNELS) from numba's cache into this process, compiling none of them; returns the names
+    BATCH_KERNELS) from numba's cache into this process, compiling none of them; returns the names
     the cache does not hold (loaded: ``()``).
 
     A kernel already in the process counts as loaded. Takes well under a second for the node's

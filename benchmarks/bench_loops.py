@@ -1,0 +1,123 @@
+"""CPU time per sample of the loops' route (pipeline.routes.loops) on the five-bar of test_loops_pipeline, with the
+compiled constraint terms (fast_closures.constraint_terms_many) against the numpy terms of before (the same route
+with jacobian.compiled_terms declining loop sets, so everything else is the same code) and against the reference
+path (algorithms=core.reference, what the node runs while its kernels compile), same run.
+
+Cases: fixed base; floating base standing on a flat contact under its ground link; the same in flight. Each row
+is this thread's CPU time (time.thread_time: on a shared machine the time other processes hold the core is left
+out) per route.outputs call, best and median of ``--rounds`` bursts of ``--number`` calls, the variants taking
+turns burst by burst. Then the constraint terms alone (compiled_terms against constraint_terms, a (2, nv) batch
+as the route's stacked call). The ratios are the figures; the absolute times depend on the machine's load.
+
+Run: python benchmarks/bench_loops.py [--number N] [--rounds R]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
+from test_loops_pipeline import LOOP, Reference, state  # noqa: E402
+
+from liedyn_ros import core  # noqa: E402
+from liedyn_ros.core.checks import prepare  # noqa: E402
+from liedyn_ros.core.constraints import jacobian, state as constraint_state  # noqa: E402
+from liedyn_ros.pipeline import PipelineConfig  # noqa: E402
+from liedyn_ros.pipeline.contacts import resolve_contacts  # noqa: E402
+from liedyn_ros.pipeline.loops import resolve_loops  # noqa: E402
+from liedyn_ros.pipeline.payload import Dynamics  # noqa: E402
+from liedyn_ros.pipeline.routes.loops import LoopRoute  # noqa: E402
+
+_COMPILED_TERMS = jacobian.compiled_terms
+
+
+def numpy_terms(on: bool) -> None:
+    """Route the loop sets' terms to the numpy reference (as before the kernel), or back to the kernel."""
+    def declining(cs, batch, rows):
+        return None if cs._fast is None else _COMPILED_TERMS(cs, batch, rows)
+
+    for module in (jacobian, constraint_state):
+        module.compiled_terms = declining if on else _COMPILED_TERMS
+
+
+def cpu_per_call(variants: dict[str, Callable[[], object]], number: int, rounds: int) -> dict[str, tuple]:
+    """(best, median) thread CPU seconds per call of each variant, taking turns in bursts of `number` calls."""
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            numpy_terms(name == "numpy terms")
+            t = time.thread_time()
+            for _ in range(number):
+                fn()
+            times[name].append((time.thread_time() - t) / number)
+    numpy_terms(False)
+    return {name: (min(x), float(np.median(x))) for name, x in times.items()}
+
+
+def cases(rng: np.random.Generator) -> dict[str, Callable[[dict], object]]:
+    """Per case, a call of route.outputs taking `algorithms` (None: fast)."""
+    fixed, floating = Reference(False), Reference(True)
+    q, v, a = state(fixed, rng)
+    effort = rng.normal(size=4)
+    effort[[1, 3]] = 0.0
+    out = {}
+    model = fixed.t.model
+    route = LoopRoute(Dynamics(model, None), resolve_loops(model, PipelineConfig(**LOOP), None))
+    out["fixed"] = lambda kw: route.outputs(q, v, a, effort, None, None, **kw)
+    fm = floating.t.model
+    config = PipelineConfig(contact_links=("ground",), contact_types=("flat",), base_link="ground", **LOOP)
+    loops = resolve_loops(fm, config, resolve_contacts(fm, config))
+    froute = LoopRoute(Dynamics(fm, None), loops)
+    pose = np.eye(4)
+    pose[2, 3] = 0.3
+    vf, af = np.concatenate([np.zeros(6), v]), np.concatenate([np.zeros(6), a])
+    for name, down in (("floating, standing", True), ("floating, in flight", False)):
+        flags = np.array([down])
+        out[name] = lambda kw, flags=flags: froute.outputs(q, vf, af, effort, pose, flags, **kw)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--number", type=int, default=100, help="calls per burst")
+    parser.add_argument("--rounds", type=int, default=7, help="bursts per variant")
+    args = parser.parse_args()
+    rng = np.random.default_rng(5)
+    print(f"route.outputs, thread CPU per sample (best / median of {args.rounds} x {args.number} calls), "
+          f"load {' '.join(f'{x:.1f}' for x in __import__('os').getloadavg())}")
+    print(f"{'case':22s} {'compiled terms':>20s} {'numpy terms':>20s} {'reference path':>20s}   numpy/compiled "
+          "reference/compiled (best, median)")
+    for name, call in cases(rng).items():
+        variants = {"compiled terms": lambda call=call: call({}), "numpy terms": lambda call=call: call({}),
+                    "reference path": lambda call=call: call({"algorithms": core.reference})}
+        numpy_terms(True)
+        before = call({})
+        numpy_terms(False)
+        after = call({})
+        for field in ("tau_ff", "tau_g", "qdd_pred"):
+            assert np.allclose(getattr(before, field), getattr(after, field), rtol=1e-10, atol=1e-10), field
+        t = cpu_per_call(variants, args.number, args.rounds)
+        cells = " ".join(f"{t[k][0] * 1e3:8.3f} / {t[k][1] * 1e3:6.3f} ms" for k in variants)
+        ratios = [t[k][i] / t["compiled terms"][i] for k in ("numpy terms", "reference path") for i in (0, 1)]
+        print(f"{name:22s} {cells}   {ratios[0]:.2f}, {ratios[1]:.2f}   {ratios[2]:.2f}, {ratios[3]:.2f}")
+    # The terms alone: the stacked (2, nv) batch of the route's constrained_rnea.
+    fixed = Reference(False)
+    model = fixed.t.model
+    cs = resolve_loops(model, PipelineConfig(**LOOP), None).on(model)
+    q, v, _ = state(fixed, rng)
+    batch = prepare(model, np.stack((q, q)), {"v": np.stack((v, np.zeros_like(v)))})
+    rows = np.ones((2, cs.m), dtype=bool)
+    terms = {"compiled": lambda: _COMPILED_TERMS(cs, batch, rows),
+             "numpy": lambda: jacobian.constraint_terms(cs, batch, batch.vectors[0])}
+    t = cpu_per_call(terms, args.number, args.rounds)
+    print(f"terms of a (2, nv) batch, fixed five-bar: compiled {t['compiled'][0] * 1e6:.1f} us, numpy "
+          f"{t['numpy'][0] * 1e6:.1f} us (best): numpy/compiled {t['numpy'][0] / t['compiled'][0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
