@@ -85,7 +85,21 @@ def state(ref: Reference, rng: np.random.Generator) -> tuple[np.ndarray, np.ndar
     return q, v, ref.forward(q, v, rng.normal(size=4))
 
 
-def test_fixed_five_bar_torques_match_pinocchio_and_reproduce_the_motion(fixed: Reference) -> None:
+def compiled_terms_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The numpy constraint terms fail if called: the route's A, c, A v and e must come from the compiled
+    kernel (core.constraints.fast_closures), which Pinocchio then checks through the outputs."""
+    from liedyn_ros.core.constraints import jacobian, state
+
+    def numpy_terms(*args: Any) -> None:
+        raise AssertionError("the numpy constraint terms ran on the loop route's fast path")
+
+    for module in (jacobian, state):
+        monkeypatch.setattr(module, "constraint_terms", numpy_terms)
+
+
+def test_fixed_five_bar_torques_match_pinocchio_and_reproduce_the_motion(fixed: Reference,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled_terms_only(monkeypatch)
     rng = np.random.default_rng(5)
     q, v, a = state(fixed, rng)
     effort = rng.normal(size=4)  # the passive joints' entries are not torques: ignored
@@ -118,10 +132,12 @@ def feed(pipe: DynamicsPipeline, q: np.ndarray, v: np.ndarray, effort: np.ndarra
     return pipe.on_joint_state(ros_joint_state(stamp, list(pipe.model.joint_names), q, v[6:], effort)).outputs
 
 
-def test_floating_five_bar_standing_on_its_ground_link_and_in_flight(fixed: Reference, floating: Reference) -> None:
+def test_floating_five_bar_standing_on_its_ground_link_and_in_flight(fixed: Reference, floating: Reference,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A flat contact under the ground link holds the base: the joint torques are the fixed
     base's (base at rest). In flight (the contact lifted) the loop stays closed, the passive joints
     unactuated, and the predicted accelerations are Pinocchio's free-flying constrained ones."""
+    compiled_terms_only(monkeypatch)
     rng = np.random.default_rng(6)
     q, v_j, a_j = state(fixed, rng)
     v, a = np.concatenate([np.zeros(6), v_j]), np.concatenate([np.zeros(6), a_j])
