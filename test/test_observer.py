@@ -300,6 +300,35 @@ def test_collision_events_hysteresis_and_blocks():
         core.collision_events(t, r, 1.0, release=1.5)
 
 
+def test_collision_step_is_collision_events_one_sample_at_a_time():
+    """The node's per-sample step leaves open the event the block function leaves open after the
+    same samples (one-sample blocks carried, as the node called it, and the whole series up to each
+    finite sample), through bursts that dip under the threshold, start on either joint, peak again,
+    end, and NaN/inf samples (where blocks and the whole series differ: argmax finds NaN first)."""
+    rng = np.random.default_rng(3)
+    n = 400
+    t = np.arange(n, dtype=np.int64) * 1000
+    r = rng.normal(0.0, 0.3, (n, 3)) * (rng.random((n, 1)) < 0.5)
+    for start in rng.integers(0, n - 30, 12):  # bursts of either sign on a random joint
+        r[start:start + rng.integers(3, 30), rng.integers(3)] += rng.choice([-1.0, 1.0]) * rng.uniform(0.5, 4.0)
+    r[[370, 371, 385]] = np.nan
+    r[380, 1] = np.inf
+    r[386:389, 0] = 5.0  # an event started right after a NaN
+    thr, release = np.array([1.0, 0.4, 2.0]), 0.5
+    stepped, carried, kinds = None, None, set()
+    for i in range(n):
+        was = stepped
+        stepped = core.collision_step(int(t[i]), r[i], thr, release, stepped)
+        _, carried = core.collision_events(t[i:i + 1], r[i:i + 1], thr, release=release, ongoing=carried)
+        assert stepped == carried, i
+        if i < 370:
+            assert stepped == core.collision_events(t[:i + 1], r[:i + 1], thr, release=release)[1], i
+        kinds.add((was is None, stepped is None, was is not None and stepped is not None and stepped != was))
+    assert kinds == {(True, True, False), (True, False, False), (False, True, False), (False, False, False),
+                     (False, False, True)}  # none, start, end, held, a new peak: every transition seen
+    assert core.collision_step(0, np.zeros(0), np.zeros(0), release, core.Collision(0, None, 0, 1.0)) is None
+
+
 def test_lone_floating_body_held_against_a_push():
     """No joint at all (a drone's body): the compiled step has no friction column to read. Held
     still (base wrench = g - F, Pinocchio's gravity wrench), r is the exact step response to F."""

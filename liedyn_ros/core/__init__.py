@@ -34,7 +34,7 @@ from .base import (
     to_pinocchio,
     velocity_from_twist,
 )
-from .collisions import Collision, collision_events
+from .collisions import Collision, collision_events, collision_step
 from .constraints import (
     ConstrainedTerms,
     TermsKernel,
@@ -115,6 +115,7 @@ __all__ = [
     "MomentumObserver",
     "Collision",
     "collision_events",
+    "collision_step",
     "pose_from_position_quaternion",
     "position_quaternion_from_pose",
     "velocity_from_twist",

@@ -7,13 +7,14 @@ contact, one event. Pure: the caller keeps the open event between blocks of samp
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
 
 from .checks import check_vector
 
-__all__ = ["Collision", "collision_events"]
+__all__ = ["Collision", "collision_events", "collision_step"]
 
 
 class Collision(NamedTuple):
@@ -63,3 +64,24 @@ def collision_events(stamps_ns, r, threshold, *, release: float = 0.5, ongoing: 
             return events, current
         events.append(current._replace(end_ns=int(stamps[end])))
         current, i = None, end
+
+
+def collision_step(stamp_ns: int, r, threshold, release: float, ongoing: Collision | None) -> Collision | None:
+    """The event open after one more sample: ``collision_events([stamp_ns], r[None], threshold,
+    release=release, ongoing=ongoing)[1]`` without the block's bookkeeping (a running stream's
+    step, at every sample while an event lasts). r (m,) float64; threshold (m,) float64, positive,
+    and release in (0, 1], both checked by the caller once."""
+    ratio = np.abs(r) / threshold
+    if not len(ratio):  # nothing watched: no event starts, an open one ends (every |r_j| is quiet)
+        return None
+    j = int(ratio.argmax())
+    top = float(ratio[j])
+    if not math.isfinite(top):  # NaN or inf: the block's rule says what they do
+        return collision_events([stamp_ns], np.asarray(r)[None], threshold, release=release, ongoing=ongoing)[1]
+    if ongoing is None:
+        return Collision(int(stamp_ns), None, j, float(r[j])) if top > 1.0 else None
+    if top < release:  # every |r_j| below release * threshold_j: the event ends here
+        return None
+    if ongoing.joint < 0 or top > abs(ongoing.peak) / threshold[ongoing.joint]:
+        return ongoing._replace(joint=j, peak=float(r[j]))
+    return ongoing

@@ -467,11 +467,9 @@ class DynamicsPipeline:
             watched = event_residual(self.model, external, rest)
             base = rest[:6] if self._floating else None
         # numpy, not a compiled test: a kernel outside the warm-up would compile on the serving thread
-        if self.collision is None and not (np.abs(watched) > self._thresholds).any():
-            return external, None, base  # collision_events would find nothing: skip its bookkeeping
         was = self.collision
-        _, self.collision = core.collision_events(np.array([sample.stamp_ns]), watched[None], self._thresholds,
-                                                  release=self.config.collision_release, ongoing=was)
+        self.collision = core.collision_step(sample.stamp_ns, watched, self._thresholds, self.config.collision_release,
+                                             was)
         started = self.collision if was is None else None
         if started is not None:
             self.stats.collisions += 1
