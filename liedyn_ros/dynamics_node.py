@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 import traceback
 import warnings
 from typing import Any, Callable
@@ -56,12 +57,14 @@ from liedyn_ros.pipeline import (
     contact_wrench_topic,
 )
 from liedyn_ros.pipeline.cdr import JointStateBytes, byte_order
+from liedyn_ros.pipeline.contacts import contact_flags_from_cdr
 from liedyn_ros.pipeline.diagnostics import DiagnosticsReporter, NodeErrors
 from liedyn_ros.pipeline.payload import DYNAMICS_PARAMETERS, Dynamics, dynamics_from
 
 # Parameters that change the URDF model itself (a change reloads it).
 WAITING = "waiting for robot_description"  # the model status before any description
 MODEL_PARAMETERS = frozenset({"robot_description", "floating_base", "gravity", "strict_urdf"})
+LISTENERS_S = 0.05  # the outputs' subscribers are counted again at most this often (_listened)
 
 
 def describe(exc: Exception) -> str:
@@ -98,6 +101,8 @@ class DynamicsNode(Node):
         self._swap: Dynamics | None = None  # accepted payload/friction change, swapped in next sample
         self._diagnostics_reporter = DiagnosticsReporter()
         self._outputs: dict[str, Publisher] = {}
+        self._listeners: frozenset[str] = frozenset()  # the outputs someone subscribes to (_listened)
+        self._listeners_due = 0.0  # time.monotonic() from which they are counted again
         self._contact_subscriptions: list[Any] = []
         self._odom_subscription: Any = None  # only a floating-base model listens to odometry
         self.joint_state_subscription: Any = None  # the samples (node_main's loop serves them last)
@@ -133,7 +138,17 @@ class DynamicsNode(Node):
         self._pipeline = self._factory = self._serialized = self._urdf_model = self._swap = None
         self._description, self._model_status, self._rebuild = "", WAITING, False
         self._outputs, self._contact_subscriptions, self._odom_subscription = {}, [], None
+        self._listeners, self._listeners_due = frozenset(), 0.0
         self.joint_state_subscription = None
+
+    @property
+    def companion_subscriptions(self) -> tuple[Any, ...]:
+        """The subscriptions whose messages only pair with the next joint state (odometry, contact
+        states, foot sensors): node_main's loop takes them whenever it wakes and never waits for
+        them, so that a sample wakes it once (none before the joint states are subscribed)."""
+        if self.joint_state_subscription is None:
+            return ()
+        return tuple(s for s in (self._odom_subscription, *self._contact_subscriptions) if s is not None)
 
     def _diagnostics_period(self) -> float:
         """diagnostics_period, or its default when it is not > 0 and finite (0 would spin the timer,
@@ -180,12 +195,14 @@ class DynamicsNode(Node):
             TOPIC_EXTERNAL_TORQUE: sensor_msgs.JointState,
             TOPIC_COLLISION: sensor_msgs.JointState,
         }
-        # No QoS-event handlers on the outputs: each is one more entity the executor polls per sample
-        # (a subscriber with incompatible QoS is told so on its side).
-        quiet = PublisherEventCallbacks(use_default_callbacks=False)
-        pubs = {topic: self.create_publisher(kind, topic, 10, event_callbacks=quiet) for topic, kind in types.items()}
+        pubs = {topic: self._output_publisher(kind, topic) for topic, kind in types.items()}
         self._diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         return pubs
+
+    def _output_publisher(self, kind: Any, topic: str) -> Publisher:
+        # No QoS-event handlers on the outputs: each is one more entity the spin loop polls (a
+        # subscriber with incompatible QoS is told so on its side).
+        return self.create_publisher(kind, topic, 10, event_callbacks=PublisherEventCallbacks(use_default_callbacks=False))
 
     def _create_subscriptions(self) -> None:
         # Sensor-data QoS (best effort) also receives from reliable publishers. Raw, as odometry:
@@ -228,12 +245,14 @@ class DynamicsNode(Node):
         for link in config.contact_links:
             topic = contact_wrench_topic(link)
             if topic not in self._outputs:
-                self._outputs[topic] = self.create_publisher(geometry_msgs.WrenchStamped, topic, 10)
+                self._outputs[topic] = self._output_publisher(geometry_msgs.WrenchStamped, topic)
+                self._listeners_due = 0.0
         source = config.contact_source
         if source is ContactSource.TOPIC:
+            # Raw, as joint states: the flags are read from the bytes (contact_flags_from_cdr).
             self._contact_subscriptions.append(self.create_subscription(
                 std_msgs.UInt8MultiArray, "contact_state", self._guard(self._on_contact_state, "contact state"),
-                qos_profile_sensor_data))
+                qos_profile_sensor_data, raw=True))
         elif source is ContactSource.WRENCH:
             for index, topic in enumerate(config.wrench_topics()):
                 self._contact_subscriptions.append(self.create_subscription(
@@ -377,7 +396,14 @@ class DynamicsNode(Node):
             self._publish_diagnostics()
 
     def _listened(self, topic: str) -> bool:
-        return self._outputs[topic].get_subscription_count() > 0
+        """Whether ``topic`` has a subscriber, as counted at most LISTENERS_S ago: asking rclpy costs
+        a call per output topic (11 with four contacts), and a subscriber takes longer than that
+        to be discovered anyway."""
+        now = time.monotonic()
+        if now >= self._listeners_due:
+            self._listeners = frozenset(t for t, p in self._outputs.items() if p.get_subscription_count() > 0)
+            self._listeners_due = now + LISTENERS_S
+        return topic in self._listeners
 
     def _on_odometry(self, data: bytes) -> None:
         if self._pipeline is not None:
@@ -388,8 +414,10 @@ class DynamicsNode(Node):
         if self._pipeline is not None:
             self._pipeline.on_reference(msg)
 
-    def _on_contact_state(self, msg: std_msgs.UInt8MultiArray) -> None:
+    def _on_contact_state(self, data: bytes) -> None:
         if self._pipeline is not None:  # no header: stamped by its arrival
+            flags = contact_flags_from_cdr(data)
+            msg = deserialize_message(data, std_msgs.UInt8MultiArray) if flags is None else flags
             self._pipeline.on_contact_state(msg, self.get_clock().now().nanoseconds)
 
     def _on_contact_wrench(self, index: int, msg: geometry_msgs.WrenchStamped) -> None:

@@ -23,10 +23,13 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from types import FrameType
 from typing import Any, Callable
 
 POLL_S = 0.1  # longest time a stop request waits for the spin loop
+EVENTS_S = 0.1  # QoS events are waited for at most this often (LeanSpin)
+COMPANION_TAKES = 16  # messages taken from one companion subscription per wake-up, at most (LeanSpin)
 
 
 class LeanSpin:
@@ -39,6 +42,17 @@ class LeanSpin:
     event; a guard condition, triggered again since this wait consumed its trigger) is left
     pending and handed to rclpy's ``executor``, which takes it the general way: every feature
     of the node stays, the samples skip the general machinery.
+
+    The QoS events (rclpy waitables: the event handlers rclpy gives a subscription or publisher
+    made with its default callbacks) are waited for at most every ``EVENTS_S``: each costs a
+    Python call to add and one to ask at every wake-up (the contact node had 22 of them). An event stays pending in the middleware until
+    it is waited for, so it is handled, at most ``EVENTS_S`` + ``POLL_S`` late.
+
+    The node's ``companion_subscriptions`` (odometry, contact states: messages that only pair
+    with the next joint state) are not waited for: at every wake-up, before anything else, each
+    is taken until empty (at most ``COMPANION_TAKES``). A sample of three messages (odometry,
+    contact state, joint state) then wakes the loop once, not up to three times, and the
+    companions are still taken before the joint state that came with them.
 
     Every callback of the node takes the message alone (no MessageInfo), as rclpy's default.
     """
@@ -53,11 +67,13 @@ class LeanSpin:
         self._seen: tuple[tuple[Any, ...], ...] = ()
         self._wait_set: Any = None
         self._subscriptions: dict[int, Any] = {}  # handle pointer -> subscription, in calling order
+        self._companions: list[Any] = []  # taken at every wake-up, not waited for
         self._timers: dict[int, Any] = {}
         self._guards: dict[int, Any] = {}
         self._handles: list[Any] = []
         self._waitables: tuple[Any, ...] = ()
         self._general = False  # entities only the executor serves (services, clients, guards)
+        self._events_due = 0.0  # time.monotonic() from which the next wait includes the QoS events
 
     def _entities(self) -> tuple[tuple[Any, ...], ...]:
         n = self._node
@@ -67,9 +83,12 @@ class LeanSpin:
     def _prepare(self, entities: tuple[tuple[Any, ...], ...]) -> None:
         subscriptions, timers, services, clients, guards, waitables = entities
         last = getattr(self._node, "joint_state_subscription", None)
-        ordered = [s for s in subscriptions if s is not last] + [s for s in subscriptions if s is last]
+        companions = tuple(getattr(self._node, "companion_subscriptions", ()))
+        self._companions = [s for s in subscriptions if s in companions]
+        waited = [s for s in subscriptions if s not in companions]
+        ordered = [s for s in waited if s is not last] + [s for s in waited if s is last]
         events = sum(w.get_num_entities().num_events for w in waitables)
-        self._wait_set = self._make_wait_set(len(subscriptions), len(guards), len(timers), len(clients),
+        self._wait_set = self._make_wait_set(len(ordered), len(guards), len(timers), len(clients),
                                              len(services), events, self._context)
         ws = self._wait_set
         self._handles = [(ws.add_subscription, s.handle) for s in ordered] + \
@@ -91,9 +110,23 @@ class LeanSpin:
         ws.clear_entities()
         for add, handle in self._handles:
             add(handle)
-        for waitable in self._waitables:
-            waitable.add_to_wait_set(ws)
+        now = time.monotonic()
+        events = bool(self._waitables) and now >= self._events_due
+        if events:
+            self._events_due = now + EVENTS_S
+            for waitable in self._waitables:
+                waitable.add_to_wait_set(ws)
         ws.wait(int(timeout_sec * 1e9))
+        for sub in self._companions:
+            for _ in range(COMPANION_TAKES):
+                try:
+                    with sub.handle:
+                        taken = sub.handle.take_message(sub.msg_type, sub.raw)
+                except self._invalid:  # destroyed by an earlier callback of this round
+                    break
+                if taken is None:
+                    break
+                sub.callback(taken[0])
         ready = set(ws.get_ready_entities("subscription"))
         for pointer, sub in self._subscriptions.items():
             if pointer in ready:
@@ -109,13 +142,14 @@ class LeanSpin:
             if timer is not None and timer.handle.is_timer_ready():
                 timer.handle.call_timer()
                 timer.callback()
-        if not self._general and not self._waitables:
+        if not self._general and not events:
             return
         guards = [self._guards[g] for g in ws.get_ready_entities("guard_condition") if g in self._guards]
         for guard in guards:
             guard.trigger()
+        # A waitable not added to this wait holds the index of an earlier one: asked only when added.
         if guards or ws.get_ready_entities("service") or ws.get_ready_entities("client") \
-                or any(w.is_ready(ws) for w in self._waitables):
+                or (events and any(w.is_ready(ws) for w in self._waitables)):
             self._executor.spin_once(timeout_sec=0.0)
 
 

@@ -21,6 +21,7 @@ from liedyn_ros.pipeline import (
     resolve_contacts,
     wrench_at_link,
 )
+from liedyn_ros.pipeline.contacts import contact_flags_from_cdr
 from liedyn_ros.robot_data import robots_dir
 
 import contact_sim  # noqa: E402  (test/ helper)
@@ -111,10 +112,37 @@ def test_topic_source_pairs_flags_by_stamp(solo) -> None:
     pipe.on_contact_state(flags([1, 0, 0, 1]), STAMP - 5_000_000)
     out = feed(pipe, q)
     np.testing.assert_array_equal(out.outputs.contact_active, [True, False, False, True])
+    # the node's raw take hands the flags read from the bytes: the same state
+    raw = contact_flags_from_cdr(bytes(TS.serialize_cdr(flags([1, 0, 0, 1]), "std_msgs/msg/UInt8MultiArray")))
+    assert pipe.on_contact_state(raw, STAMP - 5_000_000) is None
+    np.testing.assert_array_equal(feed(pipe, q).outputs.contact_active, [True, False, False, True])
+    assert pipe.on_contact_state(raw[:3], STAMP) is SkipReason.BAD_CONTACT_STATE
+    pipe.on_contact_state(raw, STAMP - 5_000_000)
     assert out.outputs.contact_wrench[1:3].sum() == 0.0
     assert feed(pipe, q, STAMP + 30_000_000) is None
     assert pipe.stats.skipped[SkipReason.STALE_CONTACT_STATE] == 1
-    assert pipe.stats.skipped[SkipReason.BAD_CONTACT_STATE] == 1
+    assert pipe.stats.skipped[SkipReason.BAD_CONTACT_STATE] == 2
+
+
+@pytest.mark.parametrize("little_endian", [True, False])
+def test_contact_flags_read_from_their_bytes_as_rosbags_deserializes_them(little_endian: bool) -> None:
+    """The node takes contact states raw: the flags read from the CDR bytes equal rosbags'
+    deserialization (lengths 0 to 6, so the trailing padding varies; any uint8), and what the
+    bytes cannot give (a layout with dimensions, another encapsulation, bytes cut short) is None,
+    for the node to deserialize."""
+    kind = "std_msgs/msg/UInt8MultiArray"
+    for values in ([], [1], [0, 1, 0, 1], [0, 255, 2, 1, 0], [1, 1, 0, 0, 1, 3]):
+        data = bytes(TS.serialize_cdr(flags(values), kind, little_endian=little_endian))
+        assert data[:2] == (b"\x00\x01" if little_endian else b"\x00\x00")
+        read = contact_flags_from_cdr(data)
+        assert read is not None and read.dtype == np.uint8
+        np.testing.assert_array_equal(read, TS.deserialize_cdr(data, kind).data)
+        assert contact_flags_from_cdr(data[:16 + len(values) - 1]) is None  # the last flag cut off
+    dims = T[kind](layout=T["std_msgs/msg/MultiArrayLayout"](
+        dim=[T["std_msgs/msg/MultiArrayDimension"](label="feet", size=4, stride=4)], data_offset=0),
+        data=np.array([1, 0, 0, 1], dtype=np.uint8))
+    assert contact_flags_from_cdr(bytes(TS.serialize_cdr(dims, kind, little_endian=little_endian))) is None
+    assert contact_flags_from_cdr(b"\x00\x03\x00\x00" + bytes(16)) is None  # not plain CDR
 
 
 def test_wrench_source_thresholds_each_foot(solo) -> None:
