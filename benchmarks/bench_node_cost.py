@@ -16,13 +16,19 @@ the load falls on both alike:
   the stamp, child frame, pose and twist alone).
 
 Prints CPU microseconds per sample (process time) for each, median over the rounds, and the
-ratio. Run where ROS 2 is sourced: python benchmarks/bench_node_cost.py [--samples N] [--rounds R]
+ratio. Then, per case (``solo12-contacts`` too), the node's callbacks of one whole sample as
+bench_ros_latency's probe sends it: its odometry, contact state and joint state as the bytes a
+raw take gives, stamped now, through the node's subscription callbacks (pipeline, encoding,
+publishing to the listener), in CPU microseconds of this thread per sample: everything the node
+does per sample but rclpy's wait and take. Run where ROS 2 is sourced:
+python benchmarks/bench_node_cost.py [--samples N] [--rounds R] [--cases ...]
 """
 from __future__ import annotations
 
 import argparse
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -38,7 +44,9 @@ try:
     import rclpy
     from nav_msgs.msg import Odometry
     from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from rclpy.serialization import deserialize_message, serialize_message
     from sensor_msgs.msg import JointState
+    from std_msgs.msg import UInt8MultiArray
 except ImportError:
     print("bench_node_cost: skipped, no ROS 2 (rclpy) in this environment")
     sys.exit(0)
@@ -138,6 +146,46 @@ def joint_states(node: Any, model: Any, samples: int, rounds: int) -> dict[str, 
     return taken_in_rounds(publisher, msg, take, samples, rounds)
 
 
+def callbacks(node: Any, model: Any, contacts: int, samples: int, rounds: int) -> float:
+    """CPU us (this thread) per sample of the node's subscription callbacks for bench_ros_latency's
+    sample (the same joint state, odometry at the origin, every foot down), each message the
+    bytes of a raw take with the stamp of now (a subscription that is not raw: its message
+    object, converted here); median over the rounds."""
+    rng = np.random.default_rng(0)  # the probe's joint state
+    js = JointState(name=list(model.joint_names), position=rng.uniform(-1, 1, model.n).tolist(),
+                    velocity=rng.normal(size=model.n).tolist(), effort=rng.normal(size=model.n).tolist())
+    odom = Odometry(child_frame_id=model.root_link)
+    odom.pose.pose.orientation.w = 1.0
+    by_topic = {s.topic_name.lstrip("/"): s for s in node.subscriptions}
+    stamped = [(by_topic["joint_states"], bytearray(serialize_message(js)))]
+    if model.floating_base:
+        stamped.insert(0, (by_topic["odom"], bytearray(serialize_message(odom))))
+    state = [(by_topic["contact_state"], serialize_message(UInt8MultiArray(data=[1] * contacts)))] if contacts else []
+    order = stamped[:-1] + state + stamped[-1:]  # odometry, contact state, joint state: the probe's order
+
+    def step(i: int) -> None:
+        sec, nanosec = divmod(time.time_ns(), 1_000_000_000)
+        for sub, data in order:
+            if isinstance(data, bytearray):  # stamped: header.stamp right after the CDR header
+                struct.pack_into("<iI", data, 4, sec, nanosec)
+            # a subscription that is not raw gets the message object rclpy's take would convert
+            sub.callback(bytes(data) if sub.raw else deserialize_message(bytes(data), sub.msg_type))
+
+    stats = node._pipeline.stats
+    for i in range(200):  # the estimator's and the observer's first samples
+        step(i)
+    published, times = stats.published, []
+    for _ in range(rounds):
+        start = time.thread_time()
+        for i in range(samples):
+            step(i)
+        times.append((time.thread_time() - start) / samples * 1e6)
+    answered = stats.published - published
+    if answered < samples * rounds * 0.99:
+        print(f"  (only {answered} of {samples * rounds} samples answered: {stats.skipped})")
+    return float(np.median(times))
+
+
 def take_one(sub: Any) -> Any:
     """One message from ``sub``'s queue, as rclpy's executor takes it (CDR bytes on a raw subscription)."""
     with sub.handle:
@@ -174,7 +222,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=2000, help="samples per round and way")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--cases", nargs="+", choices=["panda", "solo12"], default=["panda", "solo12"])
+    parser.add_argument("--cases", nargs="+", choices=["panda", "solo12", "solo12-contacts"],
+                        default=["panda", "solo12", "solo12-contacts"])
     parser.add_argument("--listener", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.listener:
@@ -198,7 +247,11 @@ def main() -> None:
             try:
                 node = DynamicsNode()
                 assert node._pipeline is not None, node._model_status
-                node._pipeline.close()  # the compiled kernels are loaded or not: the pipeline is not timed
+                deadline = time.monotonic() + 600  # the callbacks' row times the compiled kernels
+                while node._pipeline.warming_up and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                kernels = "kernels not ready after 600 s" if node._pipeline.warming_up else "compiled"
+                node._pipeline.close()
                 if model.floating_base:  # one odometry for the joint states to pair with
                     seed = Odometry(child_frame_id=str(model.root_link))
                     seed.header.stamp.sec, seed.pose.pose.orientation.w = 1, 1.0
@@ -208,13 +261,17 @@ def main() -> None:
                         node._outputs[t].get_subscription_count() for t in ("feedforward_torque", "gravity_torque")):
                     time.sleep(0.1)
                 print(case.title)
-                rows = [("taking + decoding one joint state", joint_states(node, model, args.samples, args.rounds)),
-                        ("publishing a sample's outputs", publishing(node, model, args.samples, args.rounds))]
-                if model.floating_base:
+                rows = []
+                if not case.contacts:  # these rows feed joint states alone
+                    rows += [("taking + decoding one joint state", joint_states(node, model, args.samples, args.rounds)),
+                             ("publishing a sample's outputs", publishing(node, model, args.samples, args.rounds))]
+                if model.floating_base and not case.contacts:
                     rows.append(("taking + decoding one odometry", odometry(node, args.samples, args.rounds)))
                 for what, r in rows:
                     print(f"  {what:<32} objects {r['objects']:7.1f}   bytes {r['bytes']:7.1f}   "
                           f"bytes / objects {r['bytes'] / r['objects']:.2f}", flush=True)
+                print(f"  the node's callbacks of one sample ({kernels}): "
+                      f"{callbacks(node, model, case.contacts, args.samples, args.rounds):7.1f}", flush=True)
                 node.destroy_node()
             finally:
                 rclpy.try_shutdown()
