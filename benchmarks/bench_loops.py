@@ -1,7 +1,8 @@
-"""CPU time per sample of the loops' route (pipeline.routes.loops) on the five-bar of test_loops_pipeline, with the
-compiled constraint terms (fast_closures.constraint_terms_many) against the numpy terms of before (the same route
-with jacobian.compiled_terms declining loop sets, so everything else is the same code) and against the reference
-path (algorithms=core.reference, what the node runs while its kernels compile), same run.
+"""CPU time per sample of the loops' route (pipeline.routes.loops) on the five-bar of test_loops_pipeline, all
+compiled (the constraint terms by fast_closures.constraint_terms_many, the least-norm minimisers by fast_minimisers)
+against the numpy minimisers (the kernels of fast_minimisers declining: the route before them), the numpy terms
+too (jacobian.compiled_terms declining loop sets as well: the route before constraint_terms_many), and the
+reference path (algorithms=core.reference, what the node runs while its kernels compile), same run.
 
 Cases: fixed base; floating base standing on a flat contact under its ground link; the same in flight. Each row
 is this thread's CPU time (time.thread_time: on a shared machine the time other processes hold the core is left
@@ -27,6 +28,8 @@ from test_loops_pipeline import LOOP, Reference, state  # noqa: E402
 from liedyn_ros import core  # noqa: E402
 from liedyn_ros.core.checks import prepare  # noqa: E402
 from liedyn_ros.core.constraints import jacobian, state as constraint_state  # noqa: E402
+from liedyn_ros.core.fast.entry import single  # noqa: E402
+from liedyn_ros.core.fast.kinematics import BAD_INPUT  # noqa: E402
 from liedyn_ros.pipeline import PipelineConfig  # noqa: E402
 from liedyn_ros.pipeline.contacts import resolve_contacts  # noqa: E402
 from liedyn_ros.pipeline.loops import resolve_loops  # noqa: E402
@@ -34,6 +37,8 @@ from liedyn_ros.pipeline.payload import Dynamics  # noqa: E402
 from liedyn_ros.pipeline.routes.loops import LoopRoute  # noqa: E402
 
 _COMPILED_TERMS = jacobian.compiled_terms
+MINIMISERS = ("least_norm_forces_many", "psd_solve_many")
+_COMPILED_MINIMISERS = {name: getattr(single, name) for name in MINIMISERS}
 
 
 def numpy_terms(on: bool) -> None:
@@ -45,17 +50,29 @@ def numpy_terms(on: bool) -> None:
         module.compiled_terms = declining if on else _COMPILED_TERMS
 
 
+def numpy_minimisers(on: bool) -> None:
+    """Let the numpy minimisers answer (the compiled ones declining, as before them), or the compiled ones."""
+    for name in MINIMISERS:
+        setattr(single, name, (lambda *args: BAD_INPUT) if on else _COMPILED_MINIMISERS[name])
+
+
+def variant(name: str) -> None:
+    """Set up the named variant: "numpy minimisers", "numpy terms" (both numpy) or any other (all compiled)."""
+    numpy_terms(name == "numpy terms")
+    numpy_minimisers(name in ("numpy minimisers", "numpy terms"))
+
+
 def cpu_per_call(variants: dict[str, Callable[[], object]], number: int, rounds: int) -> dict[str, tuple]:
     """(best, median) thread CPU seconds per call of each variant, taking turns in bursts of `number` calls."""
     times: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(rounds):
         for name, fn in variants.items():
-            numpy_terms(name == "numpy terms")
+            variant(name)
             t = time.thread_time()
             for _ in range(number):
                 fn()
             times[name].append((time.thread_time() - t) / number)
-    numpy_terms(False)
+    variant("compiled")
     return {name: (min(x), float(np.median(x))) for name, x in times.items()}
 
 
@@ -90,21 +107,23 @@ def main() -> None:
     rng = np.random.default_rng(5)
     print(f"route.outputs, thread CPU per sample (best / median of {args.rounds} x {args.number} calls), "
           f"load {' '.join(f'{x:.1f}' for x in __import__('os').getloadavg())}")
-    print(f"{'case':22s} {'compiled terms':>20s} {'numpy terms':>20s} {'reference path':>20s}   numpy/compiled "
-          "reference/compiled (best, median)")
+    names = ("all compiled", "numpy minimisers", "numpy terms", "reference path")
+    print(f"{'case':22s} " + " ".join(f"{k:>20s}" for k in names) + "   ratios to all compiled (best, median)")
     for name, call in cases(rng).items():
-        variants = {"compiled terms": lambda call=call: call({}), "numpy terms": lambda call=call: call({}),
-                    "reference path": lambda call=call: call({"algorithms": core.reference})}
-        numpy_terms(True)
-        before = call({})
-        numpy_terms(False)
-        after = call({})
-        for field in ("tau_ff", "tau_g", "qdd_pred"):
-            assert np.allclose(getattr(before, field), getattr(after, field), rtol=1e-10, atol=1e-10), field
+        variants = {k: (lambda call=call: call({})) for k in names[:3]}
+        variants["reference path"] = lambda call=call: call({"algorithms": core.reference})
+        outputs = []
+        for k in names[:3]:
+            variant(k)
+            outputs.append(call({}))
+        variant("compiled")
+        for out in outputs[1:]:
+            for field in ("tau_ff", "tau_g", "qdd_pred"):
+                assert np.allclose(getattr(out, field), getattr(outputs[0], field), rtol=1e-10, atol=1e-10), field
         t = cpu_per_call(variants, args.number, args.rounds)
         cells = " ".join(f"{t[k][0] * 1e3:8.3f} / {t[k][1] * 1e3:6.3f} ms" for k in variants)
-        ratios = [t[k][i] / t["compiled terms"][i] for k in ("numpy terms", "reference path") for i in (0, 1)]
-        print(f"{name:22s} {cells}   {ratios[0]:.2f}, {ratios[1]:.2f}   {ratios[2]:.2f}, {ratios[3]:.2f}")
+        ratios = "   ".join(f"{t[k][0] / t[names[0]][0]:.2f}, {t[k][1] / t[names[0]][1]:.2f}" for k in names[1:])
+        print(f"{name:22s} {cells}   {ratios}")
     # The terms alone: the stacked (2, nv) batch of the route's constrained_rnea.
     fixed = Reference(False)
     model = fixed.t.model

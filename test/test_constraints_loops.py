@@ -447,3 +447,77 @@ def test_weld_position_error_at_any_angle(angle: float) -> None:
     near_pi = angle > 3
     assert_close(got, want, 1e-7 if near_pi else 1e-12, "e")
     assert_close(pin.exp6(pin.Motion(-got[3:], -got[:3])).homogeneous, X, 1e-6 if near_pi else 1e-9, "exp(-e)")
+
+
+def readable_minimisers_fail(monkeypatch) -> None:
+    """The numpy minimisers fail if called: what answers must be the compiled ones (fast_minimisers)."""
+    from liedyn_ros.core.constraints import inverse, state
+
+    def fail(*args) -> None:
+        raise AssertionError("a readable minimiser ran on the fast path")
+
+    monkeypatch.setattr(inverse, "readable_forces", fail)
+    monkeypatch.setattr(state, "readable_psd_solve", fail)
+
+
+def _null_space(G: np.ndarray) -> np.ndarray:
+    """An orthonormal basis (columns) of G's null space, by an SVD with its own rank cut."""
+    _, s, Vt = np.linalg.svd(G)
+    rank = int(np.sum(s > 1e-9 * max(1.0, s.max(initial=0.0))))
+    return Vt[rank:].T
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_compiled_minimisers_equal_the_readable_ones_on_rank_deficient_sets(seed: int, monkeypatch) -> None:
+    """Random A (B, m, nv) of rank below m, random passive coordinates and inactive rows, a balanceable
+    tau: the compiled least_norm_forces and solve_psd equal the numpy ones (1e-10), and their answers are
+    the minimisers by their optimality conditions, checked on a null-space basis of this test's own."""
+    from liedyn_ros.core.constraints import inverse, state
+
+    rng = np.random.default_rng(seed)
+    B, m, nv = 3, int(rng.integers(3, 10)), int(rng.integers(6, 14))
+    rank = int(rng.integers(1, m))
+    A = rng.normal(size=(B, m, rank)) @ rng.normal(size=(B, rank, nv))
+    p = np.zeros(nv, dtype=bool)
+    p[rng.permutation(nv)[:int(rng.integers(1, nv))]] = True
+    rows = rng.random((B, m)) < 0.8
+    A = np.where(rows[..., None], A, 0.0)  # as setup leaves an inactive row
+    tau = rng.normal(size=(B, nv))
+    tau[:, p] = np.einsum("bij,bi->bj", A[:, :, p], rng.normal(size=(B, m)))  # balanceable
+    n_a = int((~p).sum())
+    for solution, w in (("min_torque", np.sqrt(rng.uniform(0.5, 2.0, n_a))), ("min_torque", np.ones(n_a)),
+                        ("min_force", np.sqrt(rng.uniform(0.5, 2.0, m))), ("least_norm", None)):
+        want = inverse.readable_forces(A, tau, p, rows, solution, w)
+        with monkeypatch.context() as patch:
+            readable_minimisers_fail(patch)
+            got = inverse.least_norm_forces(A, tau, p, rows, solution, w, True)
+        for name, x, y in zip(("lam", "residual", "scale", "free"), got, want):
+            assert_close(x, y, 1e-10, f"{solution}: {name}")
+        lam = got[0]
+        for b in range(B):
+            on = rows[b]
+            Z_on = _null_space(A[b][on][:, p].T)  # A_p^T's null space over the active rows
+            Z = np.zeros((m, Z_on.shape[1]))
+            Z[on] = Z_on
+            assert got[3][b] == pytest.approx(Z.shape[1], abs=1e-9), "free: the null space's dimension"
+            assert_close(A[b][:, p].T @ lam[b], tau[b, p], 1e-9, "A_p^T lam = tau_p")
+            assert np.all(lam[b][~on] == 0.0)
+            if solution == "min_torque":
+                wAt = w[:, None] * A[b][:, ~p].T
+                gradient = Z.T @ wAt.T @ (w * tau[b, ~p] - wAt @ lam[b])
+                assert_close(gradient, np.zeros(Z.shape[1]), 1e-9, "no torque-reducing direction left")
+            else:
+                ww = np.ones(m) if w is None else w
+                assert_close(Z.T @ (ww**2 * lam[b]), np.zeros(Z.shape[1]), 1e-9, "no force-reducing direction left")
+    # solve_psd: K = X X^T of rank below m, rhs in its range (plus the null space part the least norm drops)
+    X = rng.normal(size=(B, m, int(rng.integers(1, m))))
+    K = X @ np.swapaxes(X, -1, -2)
+    rhs = np.einsum("bij,bj->bi", K, rng.normal(size=(B, m)))
+    want = state.readable_psd_solve(K, rhs)
+    with monkeypatch.context() as patch:
+        readable_minimisers_fail(patch)
+        got = state.solve_psd(K, rhs)
+    assert_close(got, want, 1e-10, "solve_psd")
+    for b in range(B):
+        assert_close(K[b] @ got[b], rhs[b], 1e-9, "K x = rhs")
+        assert_close(_null_space(K[b]).T @ got[b], np.zeros(m - X.shape[-1]), 1e-9, "x least-norm")

@@ -17,7 +17,7 @@ from liedyn_ros.pipeline import (
     DynamicsPipeline, MessageClasses, OutputMessageFactory, PipelineConfig, config_from_parameters,
 )
 
-from test_constraints_loops import FIVE_BAR, L5, THETA, _Phi, phi
+from test_constraints_loops import FIVE_BAR, L5, THETA, _Phi, phi, readable_minimisers_fail
 from test_contacts_pipeline import flags
 from test_pipeline import odometry, ros_joint_state, trajectory
 
@@ -86,8 +86,9 @@ def state(ref: Reference, rng: np.random.Generator) -> tuple[np.ndarray, np.ndar
 
 
 def compiled_terms_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The numpy constraint terms fail if called: the route's A, c, A v and e must come from the compiled
-    kernel (core.constraints.fast_closures), which Pinocchio then checks through the outputs."""
+    """The numpy constraint terms and minimisers fail if called: the route's A, c, A v and e must come
+    from the compiled kernel (core.constraints.fast_closures), its least-norm forces and solves from
+    fast_minimisers, which Pinocchio then checks through the outputs."""
     from liedyn_ros.core.constraints import jacobian, state
 
     def numpy_terms(*args: Any) -> None:
@@ -95,6 +96,7 @@ def compiled_terms_only(monkeypatch: pytest.MonkeyPatch) -> None:
 
     for module in (jacobian, state):
         monkeypatch.setattr(module, "constraint_terms", numpy_terms)
+    readable_minimisers_fail(monkeypatch)
 
 
 def test_fixed_five_bar_torques_match_pinocchio_and_reproduce_the_motion(fixed: Reference,
@@ -162,6 +164,42 @@ def test_floating_five_bar_standing_on_its_ground_link_and_in_flight(fixed: Refe
     want = floating.forward(q, v, np.concatenate([np.zeros(6), effort]), pose)
     assert_close(np.concatenate([flying.base_acc_pred, flying.qdd_pred]), want, 1e-8, "flight: Pinocchio's fall")
     assert flying.base_acc_pred[5] < -9.0  # falls, its loop closed
+
+
+def test_compiled_minimisers_equal_the_readable_ones_on_the_five_bar(fixed: Reference, floating: Reference,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The route's outputs with the compiled least-norm minimisers (fast_minimisers; the point loop has
+    rank 2 of 3) equal those of the numpy ones (the kernels declining), fixed, standing and in flight."""
+    from liedyn_ros.core.fast.entry import single
+    from liedyn_ros.pipeline.contacts import resolve_contacts
+    from liedyn_ros.pipeline.loops import resolve_loops
+    from liedyn_ros.pipeline.payload import Dynamics
+    from liedyn_ros.pipeline.routes.loops import LoopRoute
+
+    rng = np.random.default_rng(7)
+    q, v_j, a_j = state(fixed, rng)
+    effort = rng.normal(size=4)
+    fm = floating.t.model
+    config = PipelineConfig(contact_links=("ground",), contact_types=("flat",), base_link="ground", **LOOP)
+    pose = np.eye(4)
+    pose[2, 3] = 0.3
+    v, a = np.concatenate([np.zeros(6), v_j]), np.concatenate([np.zeros(6), a_j])
+    fixed_route = LoopRoute(Dynamics(fixed.t.model, None), resolve_loops(fixed.t.model, PipelineConfig(**LOOP), None))
+    floating_route = LoopRoute(Dynamics(fm, None), resolve_loops(fm, config, resolve_contacts(fm, config)))
+    calls = {"fixed": lambda: fixed_route.outputs(q, v_j, a_j, effort, None, None),
+             "standing": lambda: floating_route.outputs(q, v, a, effort, pose, np.array([True])),
+             "in flight": lambda: floating_route.outputs(q, v, a, effort, pose, np.array([False]))}
+    for name, call in calls.items():
+        with monkeypatch.context() as patch:
+            readable_minimisers_fail(patch)
+            got = call()
+        with monkeypatch.context() as patch:
+            for kernel in ("least_norm_forces_many", "psd_solve_many"):
+                patch.setattr(single, kernel, lambda *args: 1)  # BAD_INPUT: the numpy minimisers answer
+            want = call()
+        for field in ("tau_ff", "tau_g", "qdd_pred", "base_acc_pred", "contact_wrench"):
+            if getattr(want, field) is not None:
+                assert_close(getattr(got, field), getattr(want, field), 1e-10, f"{name}: {field}")
 
 
 @pytest.mark.parametrize("kw, message", [

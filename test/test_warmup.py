@@ -407,7 +407,7 @@ def test_loop_samples_while_compiling_run_no_compiled_code(monkeypatch: pytest.M
     compiled entry point, single-sample and batch, fails here if called) and match Pinocchio; then
     the kernels take over with the same numbers."""
     from liedyn_ros.core import dynamics
-    from liedyn_ros.core.constraints import fast as constraints_fast, fast_closures
+    from liedyn_ros.core.constraints import fast as constraints_fast, fast_closures, fast_minimisers
     from liedyn_ros.core.fast import entry
 
     bars = FiveBars()
@@ -418,13 +418,13 @@ def test_loop_samples_while_compiling_run_no_compiled_code(monkeypatch: pytest.M
         raise AssertionError("a compiled kernel was called while compiling")
 
     singles = [name for name in dir(entry.single) if not name.startswith("_")] + list(NODE_KERNELS) + list(
-        CONTACT_KERNELS) + ["observer_one", "constraint_terms_many"]
+        CONTACT_KERNELS) + ["observer_one", "constraint_terms_many", "least_norm_forces_many", "psd_solve_many"]
     with monkeypatch.context() as m:
         for name in set(singles):
             m.setattr(entry.single, name, forbidden, raising=False)
         for name in ("rnea_many", "gravity_many", "hybrid_many", "mass_matrix_many", "coriolis_many"):
             m.setattr(dynamics, name, forbidden)
-        for module in (constraints_fast, fast_closures):
+        for module in (constraints_fast, fast_closures, fast_minimisers):
             for name in [n for n in dir(module) if n.endswith(("_many", "_one"))]:
                 m.setattr(module, name, forbidden)
         warming = bars.check() + bars.check()

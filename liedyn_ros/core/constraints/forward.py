@@ -55,7 +55,8 @@ def constrained_aba(model: Model, q, v, tau, constraints, *, base_pose=None, f_e
 
     Contacts on a model without mimic joints take the compiled path (constraints.fast: the same
     equations on a tree-sparse factor of M); loop closures, f_ext, mimic joints, a rank-deficient
-    A M^-1 A^T and every error take this readable one, which `fast=False` forces.
+    A M^-1 A^T and every error take this readable one (its terms, rnea and aba compiled, and for
+    loop sets its least-norm solve: fast_minimisers), which `fast=False` runs with no compiled code.
     """
     cs = constraint_set(model, constraints)
     if fast and cs._fast is not None and f_ext is None:
@@ -70,7 +71,8 @@ def constrained_aba(model: Model, q, v, tau, constraints, *, base_pose=None, f_e
     Y = forward(unforced(model), pb.batch.q[:, None, :], np.zeros(model.nv), t.A,
             base_pose=None if pose is None else pose[:, None])  # (B, m, nv): row i = (M^-1 A^T)_i
     K = t.A @ np.swapaxes(Y, -1, -2)
-    lam = -solve_psd(K, np.einsum("bij,bj->bi", t.A, a_r) + t.c + baumgarte_terms(t, baumgarte))
+    lam = -solve_psd(K, np.einsum("bij,bj->bi", t.A, a_r) + t.c + baumgarte_terms(t, baumgarte),
+                     fast and cs._fast is None)  # compiled for loop sets, as constrained_rnea's minimiser
     lam = np.where(pb.rows, lam, 0.0)  # an inactive constraint applies nothing (not rounding)
     a = a_r + np.einsum("bi,bij->bj", lam, Y)
     return pb.restore(a), pb.restore(lam)

@@ -42,7 +42,7 @@ def constrained_hybrid(model: Model, q, v, a_or_tau, prescribed, constraints, *,
                       base_pose=None if pose is None else pose[:, None])
     K = t.A @ np.swapaxes(Y, -1, -2)
     rhs = np.einsum("bij,bj->bi", t.A, a_r) + t.c + baumgarte_terms(t, baumgarte)
-    lam = -solve_psd(K, rhs)
+    lam = -solve_psd(K, rhs, fast and pb.cs._fast is None)  # compiled for loop sets, as constrained_aba's
     a = a_r + np.einsum("bi,bij->bj", lam, Y)
     left = np.abs(np.einsum("bij,bj->bi", t.A, a) + t.c + baumgarte_terms(t, baumgarte)).max(axis=-1, initial=0.0)
     if np.any(left > COMPATIBLE_RTOL * np.maximum(1.0, np.abs(rhs).max(axis=-1, initial=0.0))):

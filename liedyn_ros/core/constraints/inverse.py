@@ -10,6 +10,7 @@ from ..fast import OK, fast_model
 from ..fast.entry import single
 from ..model import Model
 from .description import constraint_set
+from .fast_minimisers import LEAST_NORM, MIN_FORCE, MIN_TORQUE
 from .state import RANK_RTOL, per_sample, setup
 
 __all__ = ["constrained_rnea", "passive_mask"]
@@ -19,6 +20,7 @@ BALANCES = ("exact", "least_squares")
 # |A_p^T lam - tau_pr| beyond this fraction of max(1, |tau_pr|) means no constraint force balances the
 # passive coordinates: the acceleration is not one the constraints allow.
 BALANCE_RTOL = 1e-8
+_ONES = np.ones(1)  # the weights the compiled minimiser ignores (solution "least_norm")
 
 
 def passive_mask(model: Model, passive) -> np.ndarray:
@@ -67,7 +69,8 @@ def constrained_rnea(model: Model, q, v, a, constraints, *, base_pose=None, pass
     frame (zero when inactive).
     Contacts on a model without mimic joints run compiled (constraints.fast: the same minimisers by
     Cholesky factors where they are unique) unless fast=False; ties, "unique", f_ext, loops and
-    errors run this readable path. fast=False runs no compiled code at all (core.reference's rnea).
+    errors run this readable path, with compiled terms and, for loop sets, a compiled least-norm
+    minimiser (fast_closures, fast_minimisers). fast=False runs no compiled code at all.
     """
     if solution not in SOLUTIONS:
         raise ValueError(f"solution: expected one of {SOLUTIONS}, got {solution!r}")
@@ -82,6 +85,54 @@ def constrained_rnea(model: Model, q, v, a, constraints, *, base_pose=None, pass
     pb = setup(model, q, {"v": v, "a": a}, cs, base_pose, active, tol, fast)
     B, A = pb.batch.q.shape[0], pb.terms.A
     tau_r = (rnea if fast else reference.rnea)(model, q, v, a, base_pose=base_pose, f_ext=f_ext).reshape(B, model.nv)
+    weighted = solution == "min_torque" or (solution == "min_force" and weights is not None)
+    w = np.sqrt(_weights(solution, weights, A.shape[1] if solution == "min_force" else int((~p).sum()))) \
+        if weighted else None
+    # compiled for loop sets (LOOP_KERNELS); contact sets where constrained_rnea_one declines stay numpy, as the
+    # contact node's warm-up (CONTACT_KERNELS) does not build the minimiser
+    lam, residual, scale, free = least_norm_forces(A, tau_r, p, pb.rows, solution if weighted else "least_norm", w,
+                                                   fast and cs._fast is None)
+    if balance == "exact" and np.any(residual > BALANCE_RTOL * scale):
+        raise ValueError(f"constraints: no constraint force balances the passive coordinates (residual "
+                         f"{float(np.max(residual)):.3g}); the acceleration violates the constraints or they are "
+                         "too few for it")
+    if solution == "unique" and np.any(free > 0.5):
+        raise ValueError(f"solution: the constraint forces are not unique ({int(np.round(free.max()))} "
+                         "free directions: more constraints than passive coordinates, or a singular A_p); "
+                         "choose 'min_torque' or 'min_force'")
+    tau = tau_r - np.einsum("bji,bj->bi", A, lam)
+    tau[:, p] = 0.0
+    return pb.restore(tau), pb.restore(lam)
+
+
+_MODES = {"min_torque": MIN_TORQUE, "min_force": MIN_FORCE, "least_norm": LEAST_NORM}
+
+
+def least_norm_forces(A: np.ndarray, tau_r: np.ndarray, p: np.ndarray, rows: np.ndarray, solution: str, w, fast: bool
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(lam, residual, scale, free) of constrained_rnea's minimiser, (B, m), (B,), (B,), (B,): lam_0 =
+    (A_p^T)^+ tau_pr, moved in A_p^T's null space (over the active rows) to the least |w (tau_a - A_a^T lam)|
+    (solution "min_torque") or |w lam| ("min_force"), or left least-norm ("least_norm"); w the square roots of
+    the weights (None for "least_norm"); residual |A_p^T lam_0 - tau_pr|, scale max(1, |tau_pr|), free the
+    null space's dimension. Inactive rows zero. By fast_minimisers.least_norm_forces_many when `fast`
+    (rank-deficient sets alike), else, or where it declines, by readable_forces."""
+    if fast:
+        B, m = rows.shape
+        out = np.empty((B, m)), np.empty(B), np.empty(B), np.empty(B)
+        try:
+            status = single.least_norm_forces_many(A, tau_r, p, np.array(rows, order="C"),
+                                                   _ONES if w is None else w, _MODES[solution], RANK_RTOL, *out)
+        except TypeError:  # not C-contiguous float64 arrays: the readable path
+            status = None
+        if status == OK:
+            return out
+    return readable_forces(A, tau_r, p, rows, solution, w)
+
+
+def readable_forces(A: np.ndarray, tau_r: np.ndarray, p: np.ndarray, rows: np.ndarray, solution: str, w
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """least_norm_forces in numpy, batched: the reference of fast_minimisers.least_norm_forces_many."""
+    B = A.shape[0]
     G = np.swapaxes(A[:, :, p], -1, -2)  # A_p^T, (B, n_p, m)
     U, s, Vt = np.linalg.svd(G, full_matrices=True)
     r = s > RANK_RTOL * s.max(axis=-1, keepdims=True, initial=0.0)  # (B, min(n_p, m))
@@ -90,42 +141,28 @@ def constrained_rnea(model: Model, q, v, a, constraints, *, base_pose=None, pass
     lam = np.einsum("bki,bk,bjk,bj->bi", Vt[:, :k], s_inv, U[:, :, :k], tau_r[:, p])  # lam_0 = (A_p^T)^+ tau_pr
     residual = np.abs(np.einsum("bij,bj->bi", G, lam) - tau_r[:, p]).max(axis=-1, initial=0.0)
     scale = np.maximum(1.0, np.abs(tau_r[:, p]).max(axis=-1, initial=0.0))
-    if balance == "exact" and np.any(residual > BALANCE_RTOL * scale):
-        raise ValueError(f"constraints: no constraint force balances the passive coordinates (residual "
-                         f"{float(np.max(residual)):.3g}); the acceleration violates the constraints or they are "
-                         "too few for it")
     # Projector onto the null space of A_p^T, over the active rows.
     rank_rows = np.concatenate([r, np.zeros((B, A.shape[1] - k), dtype=bool)], -1)
     Vr = np.where(rank_rows[:, :, None], Vt, 0.0)
     N = np.eye(A.shape[1]) - np.swapaxes(Vr, -1, -2) @ Vr
-    N = N * (pb.rows[:, :, None] & pb.rows[:, None, :])
+    N = N * (rows[:, :, None] & rows[:, None, :])
     # N is an orthogonal projector up to rounding; rebuilt from its unit eigenvectors it is exact,
     # and exactly zero without a null space (one flat foot: A_p^T square), where the rounding
     # left in I - Vr^T Vr would be blown up into forces by the pseudo-inverse below.
     eigenvalues, E = np.linalg.eigh(N)
     E = np.where(eigenvalues[:, None, :] > 0.5, E, 0.0)
     N = E @ np.swapaxes(E, -1, -2)
-    if solution == "unique":
-        free = np.einsum("bii->b", N)
-        if np.any(free > 0.5):
-            raise ValueError(f"solution: the constraint forces are not unique ({int(np.round(free.max()))} "
-                             "free directions: more constraints than passive coordinates, or a singular A_p); "
-                             "choose 'min_torque' or 'min_force'")
-    elif solution == "min_force" and weights is not None:
-        w = np.sqrt(_weights(solution, weights, A.shape[1]))
+    if solution == "min_force":
         lam = lam - np.einsum("bij,bj->bi", N, _pinv_solve(w[:, None] * N, w * lam, w.max()))
     elif solution == "min_torque":
         act = ~p
-        w = np.sqrt(_weights(solution, weights, int(act.sum())))
         At = np.swapaxes(A[:, :, act], -1, -2)  # A_a^T, (B, n_a, m)
         t0 = tau_r[:, act] - np.einsum("bij,bj->bi", At, lam)
         wAt = w[:, None] * At
-        scale = np.linalg.norm(wAt, ord=2, axis=(-2, -1))
-        lam = lam + np.einsum("bij,bj->bi", N, _pinv_solve(wAt @ N, w * t0, scale))
-    lam = np.where(pb.rows, lam, 0.0)  # an inactive constraint applies nothing (not rounding)
-    tau = tau_r - np.einsum("bji,bj->bi", A, lam)
-    tau[:, p] = 0.0
-    return pb.restore(tau), pb.restore(lam)
+        size = np.linalg.norm(wAt, ord=2, axis=(-2, -1))
+        lam = lam + np.einsum("bij,bj->bi", N, _pinv_solve(wAt @ N, w * t0, size))
+    lam = np.where(rows, lam, 0.0)  # an inactive constraint applies nothing (not rounding)
+    return lam, residual, scale, np.einsum("bii->b", N)
 
 
 def _pinv_solve(K: np.ndarray, rhs: np.ndarray, scale) -> np.ndarray:

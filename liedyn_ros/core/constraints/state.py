@@ -7,6 +7,7 @@ import numpy as np
 
 from ..checks import Batch, prepare
 from ..fast import OK
+from ..fast.entry import single
 from ..model import Model
 from .description import ConstraintSet, constraint_set
 from .jacobian import ConstraintTerms, compiled_terms, constraint_terms
@@ -64,8 +65,22 @@ def setup(model: Model, q, vectors: dict, constraints, base_pose, active, tol: f
     return Problem(cs, batch, terms, rows)
 
 
-def solve_psd(K: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """The least-norm solution of K x = rhs for symmetric positive semi-definite K (B, m, m)."""
+def solve_psd(K: np.ndarray, rhs: np.ndarray, fast: bool = True) -> np.ndarray:
+    """The least-norm solution of K x = rhs for symmetric positive semi-definite K (B, m, m): eigenvalues
+    at or below RANK_RTOL of the largest count as zero. By fast_minimisers.psd_solve_many when `fast`
+    (its eigen-decomposition per sample, numpy's pinv's own), else, or where it declines, readable_psd_solve."""
+    if fast:
+        out = np.empty(rhs.shape)
+        try:
+            if single.psd_solve_many(K, rhs, RANK_RTOL, out) == OK:
+                return out
+        except TypeError:  # not C-contiguous float64 arrays: numpy's
+            pass
+    return readable_psd_solve(K, rhs)
+
+
+def readable_psd_solve(K: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """solve_psd by numpy's pinv: the reference of fast_minimisers.psd_solve_many."""
     return np.einsum("bij,bj->bi", np.linalg.pinv(K, rcond=RANK_RTOL, hermitian=True), rhs)
 
 

@@ -22,7 +22,7 @@ _WRENCH = types.float64[:, :, ::1]  # f_body (1, nb, 6)
 
 def _signature(name: str) -> tuple:
     """(kernel, its one signature) by name."""
-    from ..constraints import fast as constraints, fast_closures
+    from ..constraints import fast as constraints, fast_closures, fast_minimisers
     from ..derivatives import fast as derivatives, time_fast
     from . import aba, coriolis, crba, observer, regressor, rnea
 
@@ -48,6 +48,11 @@ def _signature(name: str) -> tuple:
         "constraint_terms_many": (fast_closures.constraint_terms_many,
                                   types.int64(model, ints, ints, _MAT, _VEC, _MAT, _MAT, _WRENCH, types.boolean[:, ::1],
                                               types.float64[:, :, ::1], _MAT, _MAT, _MAT)),
+        # the constrained algorithms' least-norm minimisers (rank-deficient sets alike): (..., rtol, outputs)
+        "least_norm_forces_many": (fast_minimisers.least_norm_forces_many,
+                                   types.int64(types.float64[:, :, ::1], _MAT, flags, types.boolean[:, ::1], _VEC,
+                                               types.int64, f, _MAT, _VEC, _VEC, _VEC)),
+        "psd_solve_many": (fast_minimisers.psd_solve_many, types.int64(types.float64[:, :, ::1], _MAT, f, _MAT)),
         "rnea_one": (rnea.rnea_one, types.int64(model, _VEC, _VEC, _VEC, _MAT, _VEC)),
         "gravity_one": (rnea.gravity_one, types.int64(model, _VEC, _MAT, _VEC)),
         "mass_matrix_one": (crba.mass_matrix_one, types.int64(model, _VEC, _MAT, _MAT)),

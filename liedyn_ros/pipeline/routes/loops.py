@@ -10,10 +10,12 @@ keeps the wrench of the unconstrained RNEA (``base_wrench``) and the joints the 
 torques. A motion no constraint force realises gets least-squares forces and ``checks.unbalanced``.
 contact_active, contact_wrench (and the cone checks) only with contacts; tau_free the unconstrained
 tau_ff. One sample and a block alike, batched over leading dimensions: this runs the core's
-readable numpy minimisers (the compiled contact kernels take contacts only) with compiled kernels
+readable constrained paths (the compiled contact kernels take contacts only) with compiled kernels
 under them: the constraints' A, c, A v and e (constraint_terms_many), rnea and aba, the motion and
 the robot at rest in one stacked call (batch kernels: about half the CPU time of two single-sample
-calls, numpy's per-call cost dominating); core.fast.warmup.LOOP_KERNELS names the kernels it calls.
+calls, numpy's per-call cost dominating), and the least-norm minimisers of the rank-deficient loop
+(least_norm_forces_many, psd_solve_many; flight's closest forces stay numpy);
+core.fast.warmup.LOOP_KERNELS names the kernels it calls.
 """
 from __future__ import annotations
 
