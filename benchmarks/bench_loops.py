@@ -8,7 +8,8 @@ Cases: fixed base; floating base standing on a flat contact under its ground lin
 is this thread's CPU time (time.thread_time: on a shared machine the time other processes hold the core is left
 out) per route.outputs call, best and median of ``--rounds`` bursts of ``--number`` calls, the variants taking
 turns burst by burst. Then the constraint terms alone (compiled_terms against constraint_terms, a (2, nv) batch
-as the route's stacked call). The ratios are the figures; the absolute times depend on the machine's load.
+as the route's stacked call), and the least-norm minimisers alone on it (fast_minimisers against their numpy
+references). The ratios are the figures; the absolute times depend on the machine's load.
 
 Run: python benchmarks/bench_loops.py [--number N] [--rounds R]
 """
@@ -27,7 +28,8 @@ from test_loops_pipeline import LOOP, Reference, state  # noqa: E402
 
 from liedyn_ros import core  # noqa: E402
 from liedyn_ros.core.checks import prepare  # noqa: E402
-from liedyn_ros.core.constraints import jacobian, state as constraint_state  # noqa: E402
+from liedyn_ros.core.constraints import inverse, jacobian, state as constraint_state  # noqa: E402
+from liedyn_ros.core.constraints.inverse import passive_mask  # noqa: E402
 from liedyn_ros.core.fast.entry import single  # noqa: E402
 from liedyn_ros.core.fast.kinematics import BAD_INPUT  # noqa: E402
 from liedyn_ros.pipeline import PipelineConfig  # noqa: E402
@@ -136,6 +138,23 @@ def main() -> None:
     t = cpu_per_call(terms, args.number, args.rounds)
     print(f"terms of a (2, nv) batch, fixed five-bar: compiled {t['compiled'][0] * 1e6:.1f} us, numpy "
           f"{t['numpy'][0] * 1e6:.1f} us (best): numpy/compiled {t['numpy'][0] / t['compiled'][0]:.1f}")
+    # The minimisers alone on that batch: constrained_rnea's (min_torque, the passive joints) and the
+    # (A M^-1 A^T)^+ solve of constrained_aba, here with K = A A^T (the same rank 2 of 3).
+    A = _COMPILED_TERMS(cs, batch, rows).A
+    p = passive_mask(model, LOOP["passive_joints"])
+    tau = rng.normal(size=(2, model.nv))
+    w = np.ones(int((~p).sum()))
+    K = A @ np.swapaxes(A, -1, -2)
+    rhs = rng.normal(size=(2, cs.m))
+    parts = {"compiled forces": lambda: inverse.least_norm_forces(A, tau, p, rows, "min_torque", w, True),
+             "numpy forces": lambda: inverse.readable_forces(A, tau, p, rows, "min_torque", w),
+             "compiled solve": lambda: constraint_state.solve_psd(K, rhs),
+             "numpy solve": lambda: constraint_state.readable_psd_solve(K, rhs)}
+    t = cpu_per_call(parts, args.number, args.rounds)
+    for what in ("forces", "solve"):
+        c, n = t[f"compiled {what}"][0], t[f"numpy {what}"][0]
+        print(f"least-norm {what} of that batch: compiled {c * 1e6:.1f} us, numpy {n * 1e6:.1f} us (best): "
+              f"numpy/compiled {n / c:.1f}")
 
 
 if __name__ == "__main__":
