@@ -186,6 +186,39 @@ def test_the_child_ends_with_its_parent(tmp_path: Path) -> None:
     assert _gone(child)
 
 
+def test_the_child_compiles_as_background_work_under_a_real_time_parent(tmp_path: Path) -> None:
+    """A node started with `chrt -f` (as docs/node.md advises on a robot): its compiling child must
+    not inherit SCHED_FIFO, which would hold a core for minutes, and runs BACKGROUND_NICE nicer."""
+    code = textwrap.dedent("""
+        import os, time
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+            rt = True
+        except PermissionError:
+            rt = False
+        from liedyn_ros.core.fast.warmup import KernelWarmup
+        w = KernelWarmup(("rnea_one", "gravity_one"))
+        print(w._child.pid, rt, os.getpriority(os.PRIO_PROCESS, 0), flush=True)
+        time.sleep(60)
+    """)
+    proc = _python(code, tmp_path / "numba_cache")
+    assert proc.stdout is not None
+    child, rt, parent_nice = proc.stdout.readline().split()
+    try:
+        if rt == "True":
+            assert os.sched_getscheduler(int(proc.pid)) == os.SCHED_FIFO  # the parent really was real-time
+        deadline = time.monotonic() + 20.0
+        while os.getpriority(os.PRIO_PROCESS, int(child)) == int(parent_nice) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert os.getpriority(os.PRIO_PROCESS, int(child)) == min(19, int(parent_nice) + warmup_module.BACKGROUND_NICE)
+        assert os.sched_getscheduler(int(child)) == os.SCHED_OTHER
+    finally:
+        proc.kill()
+        proc.wait()
+    if rt != "True":
+        pytest.skip("SCHED_FIFO not permitted here (no CAP_SYS_NICE): the niceness is checked, not the policy")
+
+
 def test_a_failed_child_leaves_the_reference_path_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     """The child fails (here: a kernel it does not know): the samples go on on the reference path,
     a warning says why once, /diagnostics is WARN with the reason."""

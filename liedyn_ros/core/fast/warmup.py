@@ -234,8 +234,23 @@ def _exit_with(parent: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+BACKGROUND_NICE = 10  # the child's niceness above the node's own: compiling is background work
+
+
+def _background() -> None:
+    """Make this process background work: out of a real-time policy it inherited (a node started
+    with `chrt -f` on a robot would otherwise compile for minutes at real-time priority, starving
+    what shares its cores) and BACKGROUND_NICE nicer. Before any thread starts: Linux sets the
+    policy per thread, and threads inherit it from the one that creates them."""
+    if hasattr(os, "sched_getscheduler") and os.sched_getscheduler(0) in (os.SCHED_FIFO, os.SCHED_RR):
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    os.nice(BACKGROUND_NICE)
+
+
 def main(parent: int, names: list[str]) -> None:
-    """The child: compile the kernels into numba's cache (loading those it already holds)."""
+    """The child: compile the kernels into numba's cache (loading those it already holds), as
+    background work (_background)."""
+    _background()
     _exit_with(parent)
     _compile(tuple(names))
 
