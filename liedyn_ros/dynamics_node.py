@@ -56,8 +56,7 @@ from liedyn_ros.pipeline import (
     check_parameters,
     contact_wrench_topic,
 )
-from liedyn_ros.pipeline.cdr import JointStateBytes, byte_order
-from liedyn_ros.pipeline.contacts import contact_flags_from_cdr
+from liedyn_ros.pipeline.cdr import JointStateBytes, byte_order, read_uint8_multiarray
 from liedyn_ros.pipeline.diagnostics import DiagnosticsReporter, NodeErrors
 from liedyn_ros.pipeline.payload import DYNAMICS_PARAMETERS, Dynamics, dynamics_from
 
@@ -249,7 +248,7 @@ class DynamicsNode(Node):
                 self._listeners_due = 0.0
         source = config.contact_source
         if source is ContactSource.TOPIC:
-            # Raw, as joint states: the flags are read from the bytes (contact_flags_from_cdr).
+            # Raw, as joint states: the flags are read from the bytes (pipeline.cdr.read_uint8_multiarray).
             self._contact_subscriptions.append(self.create_subscription(
                 std_msgs.UInt8MultiArray, "contact_state", self._guard(self._on_contact_state, "contact state"),
                 qos_profile_sensor_data, raw=True))
@@ -416,7 +415,7 @@ class DynamicsNode(Node):
 
     def _on_contact_state(self, data: bytes) -> None:
         if self._pipeline is not None:  # no header: stamped by its arrival
-            flags = contact_flags_from_cdr(data)
+            flags = read_uint8_multiarray(data)
             msg = deserialize_message(data, std_msgs.UInt8MultiArray) if flags is None else flags
             self._pipeline.on_contact_state(msg, self.get_clock().now().nanoseconds)
 

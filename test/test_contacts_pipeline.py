@@ -21,7 +21,7 @@ from liedyn_ros.pipeline import (
     resolve_contacts,
     wrench_at_link,
 )
-from liedyn_ros.pipeline.contacts import contact_flags_from_cdr
+from liedyn_ros.pipeline.cdr import read_uint8_multiarray as contact_flags_from_cdr
 from liedyn_ros.robot_data import robots_dir
 
 import contact_sim  # noqa: E402  (test/ helper)

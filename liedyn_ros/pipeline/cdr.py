@@ -12,6 +12,8 @@ only what it uses: of odometry the stamp, child_frame_id, pose and twist (conver
 message, two 36-entry covariances and two headers' strings, into a Python object costs several
 times more); of a joint state, whose layout (frame id, names, array lengths) a driver repeats in
 every message, numpy views on its three float64 arrays (:class:`JointStateBytes`).
+A contact state (std_msgs/UInt8MultiArray without dimensions) is read the same way
+(:func:`read_uint8_multiarray`).
 """
 from __future__ import annotations
 
@@ -244,3 +246,18 @@ class JointStateBytes:
         self._size, self._same = len(data), tuple((a, b, data[a:b]) for a, b in layout.runs)
         self._layout = layout if agrees else None
         return fields if agrees else expected
+
+
+def read_uint8_multiarray(data: Buffer) -> NDArray[np.uint8] | None:
+    """The ``data`` of a std_msgs/UInt8MultiArray read from its CDR bytes (a view) when its layout
+    has no dimension, as the node's contact states have; None for anything else (dimensions,
+    which are strings to parse; not plain CDR; too short), which the caller deserializes. After the
+    4-byte header: the layout's dimension count and data_offset, then data's length and bytes,
+    each count a uint32."""
+    order = byte_order(data)
+    if order is None or len(data) < BODY + 12:
+        return None
+    dims, _, n = struct.unpack_from(order + "3I", data, BODY)
+    if dims or len(data) < BODY + 12 + n:
+        return None
+    return np.frombuffer(data, dtype=np.uint8, count=n, offset=BODY + 12)

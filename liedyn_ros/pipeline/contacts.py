@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import math
-import struct
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -19,7 +18,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from liedyn_ros import core
-from liedyn_ros.pipeline.cdr import BODY, Buffer, byte_order
 from liedyn_ros.pipeline.config import NS_PER_S, FloatArray, PipelineConfig, SkipReason
 from liedyn_ros.pipeline.decode import as_float_array, stamp_to_ns
 
@@ -132,27 +130,12 @@ class ContactState(NamedTuple):
 def decode_contact_flags(msg: Any, k: int, stamp_ns: int) -> ContactState | SkipReason:
     """A std_msgs ``*MultiArray`` of k flags in ``contact_links`` order (> 0.5: in contact, so
     0/1 integers and contact probabilities both work), or its ``data`` alone (an array:
-    :func:`contact_flags_from_cdr`'s). The arrays have no header: the caller stamps them
+    pipeline.cdr.read_uint8_multiarray's). The arrays have no header: the caller stamps them
     (receive time)."""
     flags = as_float_array(msg if isinstance(msg, np.ndarray) else msg.data)
     if flags.shape != (k,) or not np.isfinite(flags).all():
         return SkipReason.BAD_CONTACT_STATE
     return ContactState(stamp_ns, flags > 0.5)
-
-
-def contact_flags_from_cdr(data: Buffer) -> NDArray[np.uint8] | None:
-    """The ``data`` of a std_msgs/UInt8MultiArray read from its CDR bytes (a view) when its layout
-    has no dimension, as a contact state's has; None for anything else (dimensions, which are
-    strings to parse; not plain CDR; too short), which the caller deserializes. After the
-    4-byte header: the layout's dimension count and data_offset, then data's length and bytes,
-    each count a uint32 (pipeline.cdr)."""
-    order = byte_order(data)
-    if order is None or len(data) < BODY + 12:
-        return None
-    dims, _, n = struct.unpack_from(order + "3I", data, BODY)
-    if dims or len(data) < BODY + 12 + n:
-        return None
-    return np.frombuffer(data, dtype=np.uint8, count=n, offset=BODY + 12)
 
 
 def decode_contact_wrench(msg: Any, offset: FloatArray) -> tuple[int, FloatArray] | SkipReason:

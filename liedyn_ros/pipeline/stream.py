@@ -466,7 +466,6 @@ class DynamicsPipeline:
             external = rest[rest.shape[0] - len(external):]
             watched = event_residual(self.model, external, rest)
             base = rest[:6] if self._floating else None
-        # numpy, not a compiled test: a kernel outside the warm-up would compile on the serving thread
         was = self.collision
         self.collision = core.collision_step(sample.stamp_ns, watched, self._thresholds, self.config.collision_release,
                                              was)
