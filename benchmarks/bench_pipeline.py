@@ -51,6 +51,50 @@ def seven_dof_panda() -> str:
     return xml.replace('type="prismatic"', 'type="fixed"')
 
 
+# Solo12's knees-bent stance, front left leg (right legs: HAA mirrored; hind legs: HFE and KFE mirrored)
+STANDING = {"HAA": 0.1, "HFE": 0.8, "KFE": -1.6}
+
+
+def joint_states(model: core.Model, efforts: str, rate: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One second of joint states (q, v, tau), each (rate, n), that bench_ros_latency's probe sends
+    in a cycle (efforts ``consistent``), or one state (``random``).
+
+    ``consistent``: what a robot in normal operation sends, so that the node's momentum observer
+    sees no collision. A fixed-base arm moves every joint on a 1 Hz sine about the middle of its
+    range (it ends where it starts) with tau = rnea(q, v, a); a floating-base robot (odometry at
+    rest) stands still on its four feet in STANDING with tau the joint part of constrained_rnea at
+    a = 0: the torques that carry its weight through the feet (without a contact model, as in
+    the ``solo12`` case, the node sees the ground's reaction as an external wrench on the base:
+    that is what it is).
+    ``random``: one random state (to repeat), efforts drawn independently of it: the observer's
+    residual stays above its threshold and a collision stays open for the whole run (the worst
+    case for the node's collision bookkeeping, not the usual one)."""
+    count = max(round(rate), 1)
+    if efforts == "random":
+        rng = np.random.default_rng(0)
+        q, v, tau = rng.uniform(-1, 1, model.n), rng.normal(size=model.n), rng.normal(size=model.n)
+        return q[None], v[None], tau[None]
+    if not model.floating_base:
+        t = np.arange(count)[:, None] / count
+        w, phase = 2 * np.pi, np.arange(model.n) * 0.9
+        middle = np.where(np.isfinite(model.lower + model.upper), (model.lower + model.upper) / 2, 0.0)
+        amplitude = np.minimum(0.3, np.where(np.isfinite(model.upper - model.lower),
+                                             (model.upper - model.lower) / 4, 0.3))
+        q = middle + amplitude * np.sin(w * t + phase)
+        v = amplitude * w * np.cos(w * t + phase)
+        a = -amplitude * w**2 * np.sin(w * t + phase)
+        return q, v, core.rnea(model, q, v, a)
+    q = np.zeros(model.n)
+    for j, name in enumerate(model.joint_names):
+        leg, part = name.split("_")
+        side, front = (1.0 if leg[1] == "L" else -1.0), (1.0 if leg[0] == "F" else -1.0)
+        q[j] = STANDING[part] * (side if part == "HAA" else front)
+    feet = [core.Contact(f"{leg}_FOOT") for leg in ("FL", "FR", "HL", "HR")]
+    zero = np.zeros(model.nv)
+    tau, _ = core.constrained_rnea(model, q, zero, zero, feet, base_pose=np.eye(4))
+    return q[None], np.zeros((1, model.n)), tau[None, 6:]
+
+
 # ------------------------------------------------------------------ rclpy-shaped messages
 
 

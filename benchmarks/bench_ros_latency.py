@@ -4,7 +4,8 @@ For the 7-DoF Panda arm (``panda``: fixed base), Solo12 (``solo12``: 12 joints o
 odometry sent with each joint state) and Solo12 on its four point feet (``solo12-contacts``:
 config/solo12_contacts.yaml, a std_msgs/UInt8MultiArray contact state sent with each joint state)
 it starts `dynamics_node` in its own process, publishes joint states
-(with efforts, so the node also runs ABA and publishes predicted accelerations) at --rate Hz
+(with efforts, so the node also runs ABA and publishes predicted accelerations; by default
+consistent ones, as a robot sends, see joint_states) at --rate Hz
 from this process and records, for every feedforward_torque that arrives here, now minus its
 stamp (the node copies the joint state's stamp, which is the publish time). Samples are counted
 after the node reports its compiled kernels ready. It prints p50 / p90 / p99 / max and the
@@ -52,7 +53,7 @@ collect garbage while measuring.
 Run where ROS 2 is sourced:
   python benchmarks/bench_ros_latency.py [--seconds S] [--rate HZ ...] [--cases panda solo12 solo12-contacts]
       [--pin PROBE_CPUS NODE_CPUS] [--repeat N] [--rt PRIO] [--max-late US] [--receiver lean|executor]
-      [--relay executor|lean|raw] [--all-outputs]
+      [--relay executor|lean|raw] [--all-outputs] [--efforts consistent|random]
 Without rclpy it prints that it is skipped and exits 0.
 """
 from __future__ import annotations
@@ -87,7 +88,7 @@ except ImportError:
     print("bench_ros_latency: skipped, no ROS 2 (rclpy) in this environment")
     sys.exit(0)
 
-from bench_pipeline import seven_dof_panda
+from bench_pipeline import joint_states, seven_dof_panda
 
 from liedyn_ros import core
 from liedyn_ros.robot_data import robots_dir
@@ -208,7 +209,8 @@ def start(kind: str, case: Case, workdir: Path, cpus: str | None, relay: str) ->
 class Probe(Node):
     """Publishes joint states (and odometry) with stamp = publish time; records arrival - stamp."""
 
-    def __init__(self, model: core.Model, contacts: int, listen_all: bool, receiver: str) -> None:
+    def __init__(self, model: core.Model, contacts: int, listen_all: bool, receiver: str, efforts: str,
+                 rate: float) -> None:
         super().__init__("latency_probe")
         self.model = model
         self.js_pub = self.create_publisher(JointState, "joint_states", 10)
@@ -227,9 +229,10 @@ class Probe(Node):
         self.recording = False
         self.kernels_ready = False
         self.compute_us: list[float] = []
-        rng = np.random.default_rng(0)
-        self.js = JointState(name=list(model.joint_names), position=rng.uniform(-1, 1, model.n).tolist(),
-                             velocity=rng.normal(size=model.n).tolist(), effort=rng.normal(size=model.n).tolist())
+        self.states = [JointState(name=list(model.joint_names), position=q.tolist(), velocity=v.tolist(),
+                                  effort=tau.tolist()) for q, v, tau in zip(*joint_states(model, efforts, rate))]
+        self.js = self.states[0]
+        self.sample = 0
         self.odom = Odometry(child_frame_id=model.root_link)
         self.odom.pose.pose.orientation.w = 1.0
 
@@ -250,14 +253,17 @@ class Probe(Node):
                 self.compute_us.append(float(values["compute_time_us_mean"]))
 
     def publish(self, stamp_ns: int) -> None:
-        """One sample: odometry, contact state, joint state, each stamped ``stamp_ns`` (the messages
-        are made once: this process must keep up with the rate on a loaded machine too)."""
+        """One sample: odometry, contact state, the next joint state of the cycle, each stamped
+        ``stamp_ns`` (the messages are made beforehand: this process must keep up with the rate on
+        a loaded machine too)."""
         sec, nsec = divmod(stamp_ns, 1_000_000_000)
         if self.model.floating_base:
             self.odom.header.stamp.sec, self.odom.header.stamp.nanosec = sec, nsec
             self.odom_pub.publish(self.odom)
         if self.contact_pub is not None:
             self.contact_pub.publish(self.contact_state)
+        self.js = self.states[self.sample % len(self.states)]
+        self.sample += 1
         self.js.header.stamp.sec, self.js.header.stamp.nanosec = sec, nsec
         self.js_pub.publish(self.js)
 
@@ -305,11 +311,11 @@ def cpu_seconds(pid: int | str) -> float:
 
 
 def run_case(kind: str, case: Case, seconds: float, rate: float, listen_all: bool,
-             cpus: str | None, relay: str, rt: int, receiver: str) -> dict[str, Any]:
+             cpus: str | None, relay: str, rt: int, receiver: str, efforts: str) -> dict[str, Any]:
     model = core.load_urdf(case.urdf, floating_base=case.floating)
     with tempfile.TemporaryDirectory() as tmp:
         proc = start(kind, case, Path(tmp), cpus, relay)
-        probe = Probe(model, case.contacts, listen_all, receiver)
+        probe = Probe(model, case.contacts, listen_all, receiver, efforts, rate)
         lean = Receiver(probe) if receiver == "lean" else None
         executor = SingleThreadedExecutor()
         executor.add_node(probe)
@@ -419,6 +425,9 @@ def main() -> None:
     parser.add_argument("--max-late", type=float, default=float("inf"), metavar="US",
                         help="leave out of the closing medians the pairs of runs in which this process published "
                              "more than US microseconds late (p99, the 'late us' column) in either run")
+    parser.add_argument("--efforts", choices=["consistent", "random"], default="consistent",
+                        help="consistent: a moving arm's rnea torques, a standing robot's holding torques (no "
+                             "collision seen); random: one random state and efforts (a collision open all run)")
     parser.add_argument("--echo", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.echo:
@@ -450,7 +459,7 @@ def main() -> None:
     rates = ", ".join(f"{rate:.0f}" for rate in args.rate)
     pinned = f"; this process on CPUs {args.pin[0]}, relay/node on {args.pin[1]}" if args.pin else ""
     pinned += f"; SCHED_FIFO {args.rt} while measuring" if args.rt else ""
-    pinned += f"; receiver: {args.receiver}"
+    pinned += f"; receiver: {args.receiver}; {args.efforts} efforts"
     print(f"JointState publish -> feedforward_torque arrival, {rates} Hz for {args.seconds:.0f} s, "
           f"RMW {os.environ.get('RMW_IMPLEMENTATION', 'default')}"
           f"{', every output listened to' if args.all_outputs else ''}{pinned}; relay: {RELAYS[args.relay]}; "
@@ -466,7 +475,7 @@ def main() -> None:
                 relay: dict[str, Any] = {}
                 for kind in (ECHO, "dynamics_node"):
                     r = run_case(kind, case, args.seconds, rate, args.all_outputs, node_cpus, args.relay,
-                                 args.rt, args.receiver)
+                                 args.rt, args.receiver, args.efforts)
                     relay = relay or r
                     print(f"{case.title:<26} {rate:6.0f} {kind:<13} {r['p50']:7.0f} {r['p90']:7.0f} {r['p99']:7.0f} "
                           f"{r['max']:8.0f} {r['lost']:>5}/{r['sent']:<5} {r['cpu']:13.0f} {r['busy']:6.0f} "
