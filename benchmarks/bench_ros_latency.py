@@ -11,8 +11,12 @@ stamp (the node copies the joint state's stamp, which is the publish time). Samp
 after the node reports its compiled kernels ready. It prints p50 / p90 / p99 / max and the
 samples lost, and, to show where the time goes, the same figures for an echo node (a JointState
 relayed unchanged: executor and DDS alone), the CPU time the process under test spent per
-sample it answered (from /proc: its work, whatever else loads the machine) and the pipeline's own time per sample
-from /diagnostics (a mean since the start, the reference-path warm-up samples included).
+sample it answered (from /proc: its work, whatever else loads the machine), the pipeline's own time per sample
+from /diagnostics (a mean since the start, the reference-path warm-up samples included) and the
+node's own wall time per sample, bytes in to its output published ("own p50/p99": /diagnostics'
+sample_time_us_p50 and _p99, medians over its reports while measuring). That one is what the node
+adds to rclpy's latency sample by sample; the scheduling outside its callback, which makes the
+p99 of two separate runs noise on a machine without kernel preemption, does not enter it.
 
 The goal (issue 24), against the echo relay of the same run: p99 within 0.25 ms of the relay's,
 CPU per sample at most twice the relay's, nothing lost; the last columns print both.
@@ -229,6 +233,7 @@ class Probe(Node):
         self.recording = False
         self.kernels_ready = False
         self.compute_us: list[float] = []
+        self.own_us: list[tuple[float, float]] = []  # the node's own time per sample: (p50, p99) per report
         self.states = [JointState(name=list(model.joint_names), position=q.tolist(), velocity=v.tolist(),
                                   effort=tau.tolist()) for q, v, tau in zip(*joint_states(model, efforts, rate))]
         self.js = self.states[0]
@@ -251,6 +256,8 @@ class Probe(Node):
                 self.kernels_ready = True
             if self.recording and "compute_time_us_last" in values:
                 self.compute_us.append(float(values["compute_time_us_mean"]))
+            if self.recording and float(values.get("sample_time_samples", 0)) > 0:
+                self.own_us.append((float(values["sample_time_us_p50"]), float(values["sample_time_us_p99"])))
 
     def publish(self, stamp_ns: int) -> None:
         """One sample: odometry, contact state, the next joint state of the cycle, each stamped
@@ -379,6 +386,8 @@ def run_case(kind: str, case: Case, seconds: float, rate: float, listen_all: boo
                 "p50": np.percentile(got, 50), "p90": np.percentile(got, 90),
                 "p99": np.percentile(got, 99), "max": got.max(), "late": np.percentile(late, 99) * 1e6,
                 "compute": float(np.median(probe.compute_us)) if probe.compute_us else float("nan"),
+                "own50": float(np.median([p50 for p50, _ in probe.own_us])) if probe.own_us else float("nan"),
+                "own99": float(np.median([p99 for _, p99 in probe.own_us])) if probe.own_us else float("nan"),
                 "cpu": cpu / max(answered, 1) * 1e6, "busy": 100 * cpu / wall, "probe_busy": 100 * probe_cpu / wall}
 
 
@@ -387,18 +396,19 @@ def summary(title: str, rate: float, runs: list[tuple[dict[str, Any], dict[str, 
     the p99 and p50 differences and of the CPU ratio, and the samples lost; pairs where this
     process published later than ``max_late`` us (p99) in either run are left out (the machine
     held the benchmark itself: a witness independent of the latencies measured)."""
-    none = {"p99": np.nan, "p50": np.nan, "cpu": np.nan}
+    none = {"p99": np.nan, "p50": np.nan, "cpu": np.nan, "own99": np.nan}
     kept = [(r, n) for r, n in runs if max(r["late"], n["late"]) <= max_late] or [(none, none)]  # nan when none is left
     relay_p99 = np.median([r["p99"] for r, _ in kept]) / 1e3
     node_p99 = np.median([n["p99"] for _, n in kept]) / 1e3
     diff = np.median([(n["p99"] - r["p99"]) for r, n in kept]) / 1e3
     diff50 = np.median([(n["p50"] - r["p50"]) for r, n in kept]) / 1e3
     ratio = np.median([n["cpu"] / r["cpu"] for r, n in kept])
+    own = np.median([n["own99"] for _, n in kept]) / 1e3
     used = sum(r is not none for r, _ in kept)
     lost = "/".join(f"{sum(x['lost'] for x in side)}" for side in zip(*runs))
     sent = sum(r["sent"] for r, _ in runs)
     return (f"{title:<26} {rate:6.0f} {f'{used}/{len(runs)}':>5} {relay_p99:13.2f} {node_p99:12.2f} {diff:+12.2f} "
-            f"{diff50:+12.2f} {ratio:11.2f} {lost:>14} of {sent}")
+            f"{diff50:+12.2f} {own:12.2f} {ratio:11.2f} {lost:>14} of {sent}")
 
 
 def main() -> None:
@@ -466,6 +476,7 @@ def main() -> None:
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     print(f"{'robot':<26} {'Hz':>6} {'process':<13} {'p50 us':>7} {'p90 us':>7} {'p99 us':>7} {'max us':>8} "
           f"{'lost':>11} {'CPU us/sample':>13} {'CPU %':>6} {'probe %':>7} {'late us':>7} {'pipeline us':>11} "
+          f"{'own p50/p99 us':>14} "
           f"{'p99 - relay ms':>14} {'CPU / relay':>11} {'load':>5}")
     summaries = []
     for case in chosen:
@@ -477,9 +488,12 @@ def main() -> None:
                     r = run_case(kind, case, args.seconds, rate, args.all_outputs, node_cpus, args.relay,
                                  args.rt, args.receiver, args.efforts)
                     relay = relay or r
+                    own = f"{r['own50']:.0f}/{r['own99']:.0f}"
                     print(f"{case.title:<26} {rate:6.0f} {kind:<13} {r['p50']:7.0f} {r['p90']:7.0f} {r['p99']:7.0f} "
                           f"{r['max']:8.0f} {r['lost']:>5}/{r['sent']:<5} {r['cpu']:13.0f} {r['busy']:6.0f} "
-                          f"{r['probe_busy']:7.0f} {r['late']:7.0f} {r['compute']:11.0f} {(r['p99'] - relay['p99']) / 1e3:+14.2f} "
+                          f"{r['probe_busy']:7.0f} {r['late']:7.0f} {r['compute']:11.0f} "
+                          f"{own:>14} "
+                          f"{(r['p99'] - relay['p99']) / 1e3:+14.2f} "
                           f"{r['cpu'] / relay['cpu']:11.2f} {os.getloadavg()[0]:5.1f}", flush=True)
                 runs.append((relay, r))
             summaries.append(summary(case.title, rate, runs, args.max_late))
@@ -487,7 +501,7 @@ def main() -> None:
           f"nothing lost), medians over the pairs of runs used (runs: used/all, --max-late); "
           f"load now {os.getloadavg()[0]:.1f}")
     print(f"{'robot':<26} {'Hz':>6} {'runs':>5} {'relay p99 ms':>13} {'node p99 ms':>12} {'p99 - relay':>12} "
-          f"{'p50 - relay':>12} "
+          f"{'p50 - relay':>12} {'own p99 ms':>12} "
           f"{'CPU / relay':>11} {'lost relay/node':>14}")
     print("\n".join(summaries))
     rclpy.shutdown()

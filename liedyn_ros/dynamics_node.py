@@ -57,7 +57,7 @@ from liedyn_ros.pipeline import (
     contact_wrench_topic,
 )
 from liedyn_ros.pipeline.cdr import JointStateBytes, byte_order, read_uint8_multiarray
-from liedyn_ros.pipeline.diagnostics import DiagnosticsReporter, NodeErrors
+from liedyn_ros.pipeline.diagnostics import DiagnosticsReporter, NodeErrors, SampleTimes
 from liedyn_ros.pipeline.payload import DYNAMICS_PARAMETERS, Dynamics, dynamics_from
 
 # Parameters that change the URDF model itself (a change reloads it).
@@ -99,6 +99,7 @@ class DynamicsNode(Node):
         self._urdf_model: Any = None  # the model before payload and corrections
         self._swap: Dynamics | None = None  # accepted payload/friction change, swapped in next sample
         self._diagnostics_reporter = DiagnosticsReporter()
+        self._sample_times = SampleTimes()
         self._outputs: dict[str, Publisher] = {}
         self._listeners: frozenset[str] = frozenset()  # the outputs someone subscribes to (_listened)
         self._listeners_due = 0.0  # time.monotonic() from which they are counted again
@@ -377,6 +378,7 @@ class DynamicsNode(Node):
     def _on_joint_state(self, raw: bytes) -> None:
         if not self._active:
             return
+        started = time.perf_counter()
         if self._rebuild:
             self._apply_parameter_change()
         if self._swap is not None and self._pipeline is not None:
@@ -391,6 +393,7 @@ class DynamicsNode(Node):
         # Only the topics someone listens to: an output nobody takes is not even encoded.
         for topic, data in self._serialized.encode(out, self._listened).items():
             self._outputs[topic].publish(data)
+        self._sample_times.add(time.perf_counter() - started)
         if out.collision is not None:  # flagged in /diagnostics now, not at the next period
             self._publish_diagnostics()
 
@@ -436,7 +439,8 @@ class DynamicsNode(Node):
         elif self._pipeline is None:  # a refused description or parameter file: said until fixed
             self.get_logger().warning(f"no dynamics model, nothing published ({self._model_status}); "
                                       "set a good value and it is built", throttle_duration_sec=10.0)
-        report = self._diagnostics_reporter.report(self._pipeline, self._model_status, self._errors)
+        report = self._diagnostics_reporter.report(self._pipeline, self._model_status, self._errors,
+                                                   self._sample_times)
         message = report.message if self._active else f"inactive (no outputs): {report.message}"
         status = DiagnosticStatus(name=f"{self.get_name()}: dynamics", hardware_id="liedyn_ros",
                                   level=bytes([report.level]), message=message,

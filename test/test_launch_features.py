@@ -153,8 +153,14 @@ class TestRunTimeFeatures(unittest.TestCase):
         self.assertTrue(THRESHOLD < collisions[0].effort[0] <= PUSH, list(collisions[0].effort))
         self.assertAlmostEqual(external[-1].effort[0], PUSH, delta=0.05 * PUSH)
         self.assertAlmostEqual(external[-1].effort[1], 0.0, delta=1e-6)
-        flags = [{kv.key: kv.value for kv in s.values}.get("collision") for d in self.diagnostics for s in d.status]
-        self.assertIn("true", flags)
+        statuses = [{kv.key: kv.value for kv in s.values} for d in self.diagnostics for s in d.status]
+        self.assertIn("true", [values.get("collision") for values in statuses])
+        # The node's own time per sample, reported for the samples of each period that had any.
+        timed = [[float(values[f"sample_time_us_{k}"]) for k in ("p50", "p99", "max")] for values in statuses
+                 if int(values.get("sample_time_samples", "0")) > 0]
+        self.assertTrue(timed, "no sample_time_us_* in /diagnostics")
+        for p50, p99, top in timed:
+            self.assertTrue(0 < p50 <= p99 <= top < 1e6, (p50, p99, top))
 
 
 @launch_testing.post_shutdown_test()

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from liedyn_ros import core
 from liedyn_ros.pipeline import (
-    DiagnosticsReporter, DynamicsPipeline, Level, PipelineConfig, PipelineOutput, SkipReason, config_from_parameters,
+    DiagnosticsReporter, DynamicsPipeline, Level, PipelineConfig, PipelineOutput, SampleTimes, SkipReason,
+    config_from_parameters,
 )
 
 # A floating body (a box) with a pendulum: a floating base whose inertia is never singular.
@@ -484,3 +485,26 @@ def test_no_odometry_makes_the_pipeline_raise_or_publish_garbage(floating: Any, 
     assert SkipReason.INTERNAL_ERROR not in pipe.stats.skipped  # every joint state published or skipped:
     assert pipe.stats.received == pipe.stats.published + sum(
         c for r, c in pipe.stats.skipped.items() if r is not SkipReason.BAD_ODOMETRY)
+
+
+def test_sample_times_report_each_periods_own_tail(arm: Any) -> None:
+    """The node's own time per sample in /diagnostics: p50, p99 and max of the samples since the
+    previous report (numpy's percentiles of what was added), then none until more come; beyond
+    its capacity the latest samples are the ones kept, and all are counted."""
+    pipe = DynamicsPipeline(arm, PipelineConfig())
+    assert pipe.on_joint_state(held_still([10**9], np.zeros(2))[0]) is not None
+    reporter, times = DiagnosticsReporter(Clock()), SampleTimes(capacity=1000)
+    microseconds = np.random.default_rng(3).exponential(80.0, 1500) + 20.0
+    for us in microseconds:
+        times.add(us * 1e-6)
+    values = dict(reporter.report(pipe, "ok", times=times).values)
+    kept = microseconds[500:]  # the latest 1000
+    assert float(values["sample_time_us_p50"]) == pytest.approx(np.median(kept), abs=0.05)
+    assert float(values["sample_time_us_p99"]) == pytest.approx(np.percentile(kept, 99), abs=0.05)
+    assert float(values["sample_time_us_max"]) == pytest.approx(kept.max(), abs=0.05)
+    assert values["sample_time_samples"] == "1500"
+    again = dict(reporter.report(pipe, "ok", times=times).values)
+    assert math.isnan(float(again["sample_time_us_p99"])) and again["sample_time_samples"] == "0"
+    times.add(300e-6)
+    assert dict(reporter.report(pipe, "ok", times=times).values)["sample_time_us_max"] == "300.0"
+    assert "sample_time_us_p99" not in dict(reporter.report(pipe, "ok").values)  # the node's, not the replay's

@@ -109,7 +109,7 @@ from liedyn_ros.pipeline.parameters import (
 )
 from liedyn_ros.pipeline.pair import BaseState, Reference, decode_odometry, decode_reference, pair_odometry
 from liedyn_ros.pipeline.stream import DynamicsPipeline, PipelineOutput, PipelineStats, RateLimitedWarner
-from liedyn_ros.pipeline.diagnostics import DiagnosticsReport, DiagnosticsReporter, Level
+from liedyn_ros.pipeline.diagnostics import DiagnosticsReport, DiagnosticsReporter, Level, SampleTimes
 
 __all__ = [
     "NODE_ONLY_PARAMETERS", "config_from_parameters",
@@ -120,7 +120,7 @@ __all__ = [
     "Loops", "base_held", "closest_loop_forces", "compute_loop_outputs", "resolve_loops",
     "TOPIC_CONTACT_WRENCH", "TOPIC_UNCONSTRAINED_FEEDFORWARD", "ContactSource", "ContactChecks",
     "Contacts", "ContactState", "WrenchSensors", "centre_of_pressure", "check_tipping",
-    "DiagnosticsReport", "DiagnosticsReporter", "Level", "compute_contact_outputs", "contact_frames",
+    "DiagnosticsReport", "DiagnosticsReporter", "Level", "SampleTimes", "compute_contact_outputs", "contact_frames",
     "contact_wrench_topic", "contact_wrenches", "decode_contact_flags",
     "decode_contact_wrench", "forces_closest_to", "joint_torques", "kinematic_contacts",
     "pair_contact_state", "resolve_contacts", "stacked_forces", "wrench_at_link",

@@ -24,6 +24,8 @@ import enum
 import time
 from typing import Callable, NamedTuple
 
+import numpy as np
+
 from liedyn_ros.pipeline.config import AccelerationSource, SkipReason
 from liedyn_ros.pipeline.observed import event_names
 from liedyn_ros.pipeline.stream import DynamicsPipeline, PipelineStats
@@ -51,6 +53,33 @@ class NodeErrors(NamedTuple):
 
     caught: int = 0
     latest: str = ""
+
+
+class SampleTimes:
+    """The node's own wall time per published joint state, from its bytes in to its last output
+    published, kept until the next report (the latest ``capacity`` of them).
+
+    Its p50, p99 and max are what the node adds to rclpy's and the middleware's own latency, each
+    sample on its own: the tail that a mean compute time hides, and one that the machine's
+    scheduling outside the callback does not enter (an echo relay's latency, the benchmark's
+    reference, carries that noise twice)."""
+
+    def __init__(self, capacity: int = 8192) -> None:
+        self._seconds = np.empty(capacity)
+        self._count = 0
+
+    def add(self, seconds: float) -> None:
+        self._seconds[self._count % len(self._seconds)] = seconds
+        self._count += 1
+
+    def take(self) -> tuple[tuple[str, str], ...]:
+        """The report's values of the samples since the last take: sample_time_us_p50, _p99, _max
+        (nan without a sample) and sample_time_samples; then starts over."""
+        kept = self._seconds[:min(self._count, len(self._seconds))] * 1e6
+        count, self._count = self._count, 0
+        p50, p99, top = (np.percentile(kept, 50), np.percentile(kept, 99), kept.max()) if count else (np.nan,) * 3
+        return (("sample_time_us_p50", f"{p50:.1f}"), ("sample_time_us_p99", f"{p99:.1f}"),
+                ("sample_time_us_max", f"{top:.1f}"), ("sample_time_samples", str(count)))
 
 
 # Contact violations: (diagnostics key, PipelineStats counter, key of stats.contact_offenders).
@@ -97,8 +126,9 @@ class DiagnosticsReporter:
         self._warming = False  # the previous report's pipeline was warming up
 
     def report(self, pipe: DynamicsPipeline | None, model_status: str,
-               errors: NodeErrors = NodeErrors()) -> DiagnosticsReport:
-        """``errors``: what the node caught outside the samples, named in the first report after."""
+               errors: NodeErrors = NodeErrors(), times: SampleTimes | None = None) -> DiagnosticsReport:
+        """``errors``: what the node caught outside the samples, named in the first report after;
+        ``times``: the node's own time per sample since the previous report (its values taken)."""
         values = [("model", model_status)]
         if errors.caught:
             values += [("node_errors", str(errors.caught)), ("last_node_error", errors.latest)]
@@ -116,6 +146,7 @@ class DiagnosticsReporter:
             ("published", str(stats.published)),
             ("compute_time_us_mean", f"{stats.mean_compute_s * 1e6:.1f}"),
             ("compute_time_us_last", f"{stats.last_compute_s * 1e6:.1f}"),
+            *(times.take() if times is not None else ()),
             ("compiled_kernels", "compiling (reference path)" if pipe.warming_up
              else "unavailable (reference path)" if pipe.kernel_failure else "ready"),
             ("reference_samples", str(stats.reference_samples)),
