@@ -202,6 +202,99 @@ def test_compiled_minimisers_equal_the_readable_ones_on_the_five_bar(fixed: Refe
                 assert_close(getattr(got, field), getattr(want, field), 1e-10, f"{name}: {field}")
 
 
+def test_inputs_are_checked_once_per_constrained_call(fixed: Reference, floating: Reference,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The route's constrained calls validate their batch once (constraints.state.setup) and hand it to rnea and
+    aba unchecked: core.checks.prepare runs twice per sample, fixed, standing and in flight (constrained_rnea
+    or flight's rnea and A, then constrained_aba), where each of those used to run it two or three times; the
+    public functions still refuse bad input by name."""
+    from liedyn_ros import core
+    from liedyn_ros.core import checks
+    from liedyn_ros.core.constraints import state as constraint_state
+    from liedyn_ros.pipeline.contacts import resolve_contacts
+    from liedyn_ros.pipeline.loops import resolve_loops
+    from liedyn_ros.pipeline.payload import Dynamics
+    from liedyn_ros.pipeline.routes import loops as loop_route
+    from liedyn_ros.pipeline.routes.loops import LoopRoute
+
+    rng = np.random.default_rng(8)
+    q, v_j, a_j = state(fixed, rng)
+    effort = rng.normal(size=4)
+    fm = floating.t.model
+    config = PipelineConfig(contact_links=("ground",), contact_types=("flat",), base_link="ground", **LOOP)
+    pose = np.eye(4)
+    pose[2, 3] = 0.3
+    v, a = np.concatenate([np.zeros(6), v_j]), np.concatenate([np.zeros(6), a_j])
+    fixed_route = LoopRoute(Dynamics(fixed.t.model, None), resolve_loops(fixed.t.model, PipelineConfig(**LOOP), None))
+    floating_route = LoopRoute(Dynamics(fm, None), resolve_loops(fm, config, resolve_contacts(fm, config)))
+    calls = {"fixed": lambda: fixed_route.outputs(q, v_j, a_j, effort, None, None),
+             "standing": lambda: floating_route.outputs(q, v, a, effort, pose, np.array([True])),
+             "in flight": lambda: floating_route.outputs(q, v, a, effort, pose, np.array([False]))}
+    count = [0]
+    real = checks.prepare
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    for name, call in calls.items():
+        call()
+        count[0] = 0
+        with monkeypatch.context() as patch:
+            for module in (core.dynamics, core.constraints.jacobian, constraint_state, loop_route):
+                if hasattr(module, "prepare"):
+                    patch.setattr(module, "prepare", counting)
+            call()
+        assert count[0] == 2, f"{name}: prepare ran {count[0]} times"
+    cs = fixed_route.loops.on(fixed.t.model)
+    with pytest.raises(ValueError, match="q: contains NaN"):
+        core.constrained_aba(fixed.t.model, np.full(4, np.nan), v_j, effort, cs, tol=np.inf)
+    with pytest.raises(ValueError, match="base_pose: rotation part has determinant -1"):
+        core.constrained_rnea(fm, q, v, a, floating_route.loops.on(fm), base_pose=np.diag([1.0, 1.0, -1.0, 1.0]),
+                              passive=LOOP["passive_joints"], active=np.array([True, True]), tol=np.inf)
+
+
+def test_few_poses_are_checked_as_numpy_checks_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """core.checks.check_pose passes up to FEW_POSES poses in plain floats first: it accepts and refuses (with
+    numpy's words) the same poses as its numpy checks alone, across the tolerance: rotations scaled by
+    1 +- 2e-6 and 1 +- 5e-7, sheared, reflected, last rows off by 2e-6 or 5e-7, NaN and inf, one to six poses."""
+    from robots import random_pose
+
+    from liedyn_ros.core import checks
+
+    rng = np.random.default_rng(9)
+    poses = []
+    for k in range(200):
+        T = random_pose(rng)
+        kind = k % 8
+        if kind == 1:
+            T[:3, :3] *= 1 + rng.choice([-2e-6, 2e-6, -5e-7, 5e-7])
+        elif kind == 2:
+            T[rng.integers(3), rng.integers(3)] += rng.choice([-2e-6, 5e-7])
+        elif kind == 3:
+            T[:3, :3] = T[:3, :3] @ np.diag([1.0, 1.0, -1.0])
+        elif kind == 4:
+            T[3, rng.integers(4)] += rng.choice([-2e-6, 2e-6, -5e-7, 5e-7])
+        elif kind == 5:
+            T[rng.integers(4), rng.integers(4)] = rng.choice([np.nan, np.inf])
+        poses.append(T)
+
+    def verdict(batch: np.ndarray) -> str:
+        try:
+            checks.check_pose("base_pose", batch)
+            return "ok"
+        except ValueError as exc:
+            return str(exc)
+
+    batches = [np.array(poses[k:k + 1 + k % 6]) for k in range(len(poses))]
+    fast = [verdict(batch) for batch in batches]
+    with monkeypatch.context() as patch:
+        patch.setattr(checks, "FEW_POSES", 0)  # numpy's checks alone
+        slow = [verdict(batch) for batch in batches]
+    assert fast == slow, [x for x in zip(fast, slow) if x[0] != x[1]][:3]
+    assert 20 < fast.count("ok") < 180, fast.count("ok")  # both sides of the tolerance
+
+
 @pytest.mark.parametrize("kw, message", [
     (dict(LOOP, loop_closures=("l2 l9 point",)), r"loop_closures: \['l9'\]"),
     (dict(LOOP, loop_closures=("l2 l3 hinge",)), "loop_closures: 'l2 l3 hinge'"),

@@ -5,6 +5,7 @@ batch dimensions, so that the algorithms work on arrays of shape (B, ...) only.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +30,7 @@ def check_vector(name: str, x, length: int) -> np.ndarray:
         raise ValueError(f"{name}: not an array of numbers ({exc})") from exc
     if arr.ndim == 0 or arr.shape[-1] != length:
         raise ValueError(f"{name}: expected length {length} in the last dimension, got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
+    if not np.isfinite(arr).all():
         raise ValueError(f"{name}: contains NaN or infinite values")
     return arr
 
@@ -42,6 +43,8 @@ def check_pose(name: str, T, tol: float = 1e-6) -> np.ndarray:
         raise ValueError(f"{name}: not an array of numbers ({exc})") from exc
     if arr.ndim < 2 or arr.shape[-2:] != (4, 4):
         raise ValueError(f"{name}: expected shape (..., 4, 4), got {arr.shape}")
+    if arr.size <= 16 * FEW_POSES and all(_in_se3(T, tol) for T in arr.reshape(-1, 4, 4).tolist()):
+        return arr
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name}: contains NaN or infinite values")
     R = arr[..., :3, :3]
@@ -52,6 +55,23 @@ def check_pose(name: str, T, tol: float = 1e-6) -> np.ndarray:
     if np.max(np.abs(arr[..., 3, :] - np.array([0.0, 0.0, 0.0, 1.0])), initial=0.0) > tol:
         raise ValueError(f"{name}: last row must be [0, 0, 0, 1]")
     return arr
+
+
+# Up to this many poses are checked in plain floats first (microseconds, where numpy's dozen calls take tens):
+# a pose passes there only if the numpy checks below pass it too, and these word every refusal.
+FEW_POSES = 4
+
+
+def _in_se3(T: list, tol: float) -> bool:
+    """check_pose's tests of one pose (4 rows of 4 floats), True where it passes them all: finite, R R^T = I
+    (its six distinct entries), det R > 0 and the last row [0, 0, 0, 1], each within tol."""
+    (a, b, c, x), (d, e, f, y), (g, h, i, z), (r, s, t, u) = T
+    if not all(map(math.isfinite, (a, b, c, x, d, e, f, y, g, h, i, z, r, s, t, u))):
+        return False
+    return (max(abs(a * a + b * b + c * c - 1.0), abs(d * d + e * e + f * f - 1.0), abs(g * g + h * h + i * i - 1.0),
+                abs(a * d + b * e + c * f), abs(a * g + b * h + c * i), abs(d * g + e * h + f * i)) <= tol
+            and a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g) >= 0.0
+            and max(abs(r), abs(s), abs(t), abs(u - 1.0)) <= tol)
 
 
 def check_f_ext(model: Model, f_ext) -> dict[str, np.ndarray]:
@@ -103,11 +123,11 @@ def prepare(model: Model, q, vectors: dict[str, object] | None = None, *, base_p
         pose = np.eye(4)
     fext = check_f_ext(model, f_ext)
     shapes += [w.shape[:-1] for w in fext.values()]
-    try:
-        shape = np.broadcast_shapes(*shapes)
+    try:  # (the same shapes everywhere, the common case, need no broadcasting)
+        shape = shapes[0] if shapes.count(shapes[0]) == len(shapes) else np.broadcast_shapes(*shapes)
     except ValueError as exc:
         raise ValueError(f"batch dimensions do not broadcast: {shapes}") from exc
-    B = int(np.prod(shape, dtype=np.int64))
+    B = math.prod(shape)
 
     def kernel_ready(x: np.ndarray) -> np.ndarray:
         # Writeable as well as contiguous: the compiled kernels are built for writeable arrays only.

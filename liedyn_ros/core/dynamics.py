@@ -96,10 +96,16 @@ def rnea(model: Model, q, v, a, *, base_pose=None, f_ext=None) -> np.ndarray:
         except TypeError:  # not single float64 vectors: the general path below
             pass
     batch = prepare(model, q, {"v": v, "a": a}, base_pose=base_pose, f_ext=f_ext)
+    return batch.restore(rnea_batch(fm, batch))
+
+
+def rnea_batch(fm: FastModel, batch: Batch) -> np.ndarray:
+    """rnea of a batch that checks.prepare has validated (q, v, a), flat (B, nv). The private entry of the
+    constrained algorithms, which validate their arguments once (constraints.state.setup)."""
     out = np.empty((batch.q.shape[0], fm.nv))
     run_batch(rnea_many, out.shape[0], fm.mf, fm.mi, fm.ws_size, batch.q, *batch.vectors, batch.base_pose,
               *_forces(fm, batch), out)
-    return batch.restore(out)
+    return out
 
 
 def gravity(model: Model, q, *, base_pose=None) -> np.ndarray:
@@ -240,10 +246,21 @@ def _hybrid(model: Model, fm: FastModel, q, v, u, mask: np.ndarray, base_pose, f
     Without `with_tau` (aba) the kernel writes tau to scratch and tau is returned empty.
     """
     batch = prepare(model, q, {"v": v, name: u}, base_pose=base_pose, f_ext=f_ext)
+    out = hybrid_batch(fm, batch, mask, with_tau)
+    if out is None:
+        return reference.hybrid(model, q, v, u, mask, base_pose=base_pose, f_ext=f_ext)
+    tau, a = out
+    return (batch.restore(tau) if with_tau else tau), batch.restore(a)
+
+
+def hybrid_batch(fm: FastModel, batch: Batch, mask: np.ndarray, with_tau: bool = True
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
+    """hybrid (aba: mask fm.free) of a batch that checks.prepare has validated (q, v, u), flat (tau, a), each
+    (B, nv) (tau (0, nv) without `with_tau`); None when the kernel reports a singular inertia (the public call
+    then raises it). The constrained algorithms' private entry, as rnea_batch."""
     B = batch.q.shape[0]
     tau, a = np.empty((B if with_tau else 0, fm.nv)), np.empty((B, fm.nv))
-    if run_batch(hybrid_many, a.shape[0], fm.mf, fm.mi, fm.ws_size, batch.q, *batch.vectors, mask, batch.base_pose,
+    if run_batch(hybrid_many, B, fm.mf, fm.mi, fm.ws_size, batch.q, *batch.vectors, mask, batch.base_pose,
                  *_forces(fm, batch), tau, a) != OK:
-        tau, a = reference.hybrid(model, q, v, u, mask, base_pose=base_pose, f_ext=f_ext)
-        return tau, a
-    return (batch.restore(tau) if with_tau else tau), batch.restore(a)
+        return None
+    return tau, a

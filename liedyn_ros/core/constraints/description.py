@@ -130,7 +130,12 @@ class ConstraintSet:
         if mask.dtype != bool or mask.ndim == 0 or mask.shape[-1] != self.k:
             raise ValueError(f"active: expected booleans of shape (..., {self.k}), one per constraint, got "
                              f"{mask.dtype} array of shape {mask.shape}")
-        return np.repeat(mask, np.diff(self.rows), axis=-1)
+        return np.repeat(mask, self._row_counts, axis=-1)
+
+    @functools.cached_property
+    def _row_counts(self) -> np.ndarray:
+        """Rows per constraint, (k,): row_mask runs per sample."""
+        return np.diff(self.rows)
 
 
 def _body(model: Model, link: str, what: str) -> tuple[int, np.ndarray]:

@@ -6,12 +6,13 @@ import weakref
 import numpy as np
 
 from .. import reference
-from ..dynamics import aba
+from ..checks import Batch
+from ..dynamics import aba, hybrid_batch
 from ..fast import OK, fast_model
 from ..fast.entry import single
 from ..model import Model
 from .description import constraint_set
-from .state import per_sample, setup, solve_psd
+from .state import Problem, per_sample, setup, solve_psd
 
 __all__ = ["constrained_aba", "unforced"]
 
@@ -25,6 +26,25 @@ def unforced(model: Model) -> Model:
     if out is None:
         out = _UNFORCED[model] = model.with_gravity((0.0, 0.0, 0.0))
     return out
+
+
+def unit_solves(model: Model, pb: Problem, unit: np.ndarray, prescribed: np.ndarray | None
+                ) -> tuple[np.ndarray, np.ndarray] | None:
+    """hybrid of the unforced model at rest, per sample b and row i of `unit` (B, m, nv) at the batch's q and pose:
+    (tau (B, m, nv), a (B, m, nv)); aba (tau (0, nv)) for `prescribed` None. The m solves of one call, as
+    hybrid(unforced(model), q[:, None], 0, unit, ...) gives them, without checking the batch setup has checked
+    (core.dynamics.hybrid_batch); None where the kernel reports a singular inertia (the public call then raises it)."""
+    free = unforced(model)
+    fm = fast_model(free)
+    B, m, nv = unit.shape
+    poses = pb.batch.base_pose  # one for all samples stays one
+    batch = Batch((B, m), np.repeat(pb.batch.q, m, axis=0), [np.zeros((B * m, nv)), unit.reshape(B * m, nv)],
+                  poses if len(poses) == 1 else np.repeat(poses, m, axis=0), None, None)
+    out = hybrid_batch(fm, batch, fm.free if prescribed is None else prescribed, prescribed is not None)
+    if out is None:
+        return None
+    tau, a = out
+    return (tau if prescribed is None else tau.reshape(B, m, nv)), a.reshape(B, m, nv)
 
 
 def baumgarte_terms(terms, baumgarte) -> np.ndarray:
@@ -66,10 +86,18 @@ def constrained_aba(model: Model, q, v, tau, constraints, *, base_pose=None, f_e
     pb = setup(model, q, {"v": v, "tau": tau}, cs, base_pose, active, tol, fast)
     B, t = pb.batch.q.shape[0], pb.terms
     forward = aba if fast else reference.aba  # fast=False: no compiled code at all
-    a_r = forward(model, q, v, tau, base_pose=base_pose, f_ext=f_ext).reshape(B, model.nv)
-    pose = pb.pose()
-    Y = forward(unforced(model), pb.batch.q[:, None, :], np.zeros(model.nv), t.A,
-            base_pose=None if pose is None else pose[:, None])  # (B, m, nv): row i = (M^-1 A^T)_i
+    fm = fast_model(model)
+    # setup has checked the batch: without f_ext it goes to the kernel unchecked (a singular inertia: the public
+    # call below raises it)
+    out = hybrid_batch(fm, pb.batch, fm.free, with_tau=False) if fast and f_ext is None else None
+    a_r = forward(model, q, v, tau, base_pose=base_pose, f_ext=f_ext).reshape(B, model.nv) if out is None else out[1]
+    units = unit_solves(model, pb, t.A, None) if fast else None
+    if units is None:
+        pose = pb.pose()
+        Y = forward(unforced(model), pb.batch.q[:, None, :], np.zeros(model.nv), t.A,
+                    base_pose=None if pose is None else pose[:, None])  # (B, m, nv): row i = (M^-1 A^T)_i
+    else:
+        Y = units[1]
     K = t.A @ np.swapaxes(Y, -1, -2)
     lam = -solve_psd(K, np.einsum("bij,bj->bi", t.A, a_r) + t.c + baumgarte_terms(t, baumgarte),
                      fast and cs._fast is None)  # compiled for loop sets, as constrained_rnea's minimiser

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dynamics import hybrid
+from ..dynamics import hybrid, hybrid_batch
+from ..fast import fast_model
 from ..model import Model
 from ..reference.hybrid import _mask as check_prescribed
-from .forward import baumgarte_terms, unforced
+from .forward import baumgarte_terms, unforced, unit_solves
 from .state import setup, solve_psd
 
 __all__ = ["constrained_hybrid"]
@@ -34,12 +35,19 @@ def constrained_hybrid(model: Model, q, v, a_or_tau, prescribed, constraints, *,
     mask = check_prescribed(model, prescribed)
     pb = setup(model, q, {"v": v, "a_or_tau": a_or_tau}, constraints, base_pose, active, tol, fast)
     B, t = pb.batch.q.shape[0], pb.terms
-    tau_r, a_r = (x.reshape(B, model.nv) for x in hybrid(model, q, v, a_or_tau, mask, base_pose=base_pose,
-                                                          f_ext=f_ext))
-    pose = pb.pose()
+    # setup has checked the batch: without f_ext it goes to the kernel unchecked (a singular inertia: the public
+    # call raises it)
+    out = hybrid_batch(fast_model(model), pb.batch, mask) if fast and f_ext is None else None
+    if out is None:
+        out = hybrid(model, q, v, a_or_tau, mask, base_pose=base_pose, f_ext=f_ext)
+    tau_r, a_r = (x.reshape(B, model.nv) for x in out)
     unit = np.where(mask, 0.0, t.A)  # (B, m, nv): a_u = 0, tau_v = row i of A_v
-    tau_c, Y = hybrid(unforced(model), pb.batch.q[:, None, :], np.zeros(model.nv), unit, mask,
-                      base_pose=None if pose is None else pose[:, None])
+    units = unit_solves(model, pb, unit, mask) if fast else None
+    if units is None:
+        pose = pb.pose()
+        units = hybrid(unforced(model), pb.batch.q[:, None, :], np.zeros(model.nv), unit, mask,
+                       base_pose=None if pose is None else pose[:, None])
+    tau_c, Y = units
     K = t.A @ np.swapaxes(Y, -1, -2)
     rhs = np.einsum("bij,bj->bi", t.A, a_r) + t.c + baumgarte_terms(t, baumgarte)
     lam = -solve_psd(K, rhs, fast and pb.cs._fast is None)  # compiled for loop sets, as constrained_aba's

@@ -5,7 +5,7 @@ import numpy as np
 
 
 from .. import reference
-from ..dynamics import rnea
+from ..dynamics import rnea, rnea_batch
 from ..fast import OK, fast_model
 from ..fast.entry import single
 from ..model import Model
@@ -84,7 +84,10 @@ def constrained_rnea(model: Model, q, v, a, constraints, *, base_pose=None, pass
     p = passive_mask(model, passive)
     pb = setup(model, q, {"v": v, "a": a}, cs, base_pose, active, tol, fast)
     B, A = pb.batch.q.shape[0], pb.terms.A
-    tau_r = (rnea if fast else reference.rnea)(model, q, v, a, base_pose=base_pose, f_ext=f_ext).reshape(B, model.nv)
+    if fast and f_ext is None:  # the batch setup has checked, not checked again
+        tau_r = rnea_batch(fast_model(model), pb.batch)
+    else:
+        tau_r = (rnea if fast else reference.rnea)(model, q, v, a, base_pose=base_pose, f_ext=f_ext).reshape(B, model.nv)
     weighted = solution == "min_torque" or (solution == "min_force" and weights is not None)
     w = np.sqrt(_weights(solution, weights, A.shape[1] if solution == "min_force" else int((~p).sum()))) \
         if weighted else None

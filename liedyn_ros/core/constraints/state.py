@@ -39,13 +39,16 @@ def setup(model: Model, q, vectors: dict, constraints, base_pose, active, tol: f
 
     tol bounds |A v| (m/s, rad/s) and the loop position error |e| (m, rad) of the active rows.
     A compiled kernel (jacobian.compiled_terms) gives A, c, A v and e when `fast`, the numpy reference otherwise.
+    The batch is checked here once: without f_ext the algorithms pass it on to the private entries of rnea
+    and hybrid (core.dynamics.rnea_batch, hybrid_batch), which do not check it again.
     """
     cs = constraint_set(model, constraints)
     batch = prepare(model, q, vectors, base_pose=base_pose)
     B = batch.q.shape[0]
     mask = cs.row_mask(active)
-    try:
-        rows = np.broadcast_to(mask, batch.shape + (cs.m,)).reshape(B, cs.m)
+    try:  # (a mask of the batch's shape, the common case, needs no broadcasting)
+        rows = (mask if mask.shape == batch.shape + (cs.m,) else np.broadcast_to(mask, batch.shape + (cs.m,))
+                ).reshape(B, cs.m)
     except ValueError as exc:
         raise ValueError(f"active: batch shape {mask.shape[:-1]} does not broadcast to {batch.shape}") from exc
     terms = compiled_terms(cs, batch, rows) if fast else None
@@ -55,7 +58,8 @@ def setup(model: Model, q, vectors: dict, constraints, base_pose, active, tol: f
         terms.c, terms.Av, terms.e = (np.where(rows, x, 0.0) for x in (terms.c, terms.Av, terms.e))
     if not tol >= 0:
         raise ValueError(f"tol: expected a non-negative number, got {tol!r}")
-    for what, x, unit in (("velocity (A v)", terms.Av, "m/s or rad/s"), ("position", terms.e, "m or rad")):
+    for what, x, unit in (() if tol == np.inf else (("velocity (A v)", terms.Av, "m/s or rad/s"),
+                                                    ("position", terms.e, "m or rad"))):  # inf: nothing to refuse
         worst = np.abs(x).max(axis=0, initial=0.0)
         if worst.max(initial=0.0) > tol:
             r = int(np.argmax(worst))

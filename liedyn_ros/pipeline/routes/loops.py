@@ -15,7 +15,8 @@ under them: the constraints' A, c, A v and e (constraint_terms_many), rnea and a
 the robot at rest in one stacked call (batch kernels: about half the CPU time of two single-sample
 calls, numpy's per-call cost dominating), and the least-norm minimisers of the rank-deficient loop
 (least_norm_forces_many, psd_solve_many; flight's closest forces stay numpy);
-core.fast.warmup.LOOP_KERNELS names the kernels it calls.
+core.fast.warmup.LOOP_KERNELS names the kernels it calls. Each constrained call checks its inputs
+once (constraints.state.setup) and hands the checked batch to rnea and aba unchecked.
 """
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ from numpy.typing import NDArray
 
 from liedyn_ros import core
 from liedyn_ros.core.constraints.inverse import passive_mask
+from liedyn_ros.core.constraints.state import setup
+from liedyn_ros.core.dynamics import rnea_batch
+from liedyn_ros.core.fast import fast_model
 from liedyn_ros.pipeline.compute import (
     DynamicsOutputs,
     compute_outputs,
@@ -63,9 +67,10 @@ class LoopRoute:
         act = loops.active(active, lead)
         q_ff, v_ff = (q, v) if ff_state is None else ff_state
         rest = np.zeros_like(v)
-        both = None if pose is None else np.stack((pose, pose))  # the motion and the robot at rest, one call
-        tau, lam, unbalanced = self.torques(np.stack((q_ff, q)), np.stack((v_ff, rest)), np.stack((a, rest)), both,
-                                            np.stack((act, act)), fast)
+        # the motion and the robot at rest, one call (np.array of two same-shaped arrays: np.stack, a tenth the cost)
+        both = None if pose is None else np.array((pose, pose))
+        tau, lam, unbalanced = self.torques(np.array((q_ff, q)), np.array((v_ff, rest)), np.array((a, rest)), both,
+                                            np.array((act, act)), fast)
         tau_ff, tau_g = tau[0], tau[1]
         if friction is not None:  # compensated on the actuated joints only
             tau_ff = tau_ff + np.where(self._passive, 0.0, core.friction_torque(friction, v_ff[..., nb:]))
@@ -100,8 +105,12 @@ class LoopRoute:
                 return tau[..., nb:], lam, np.zeros(held.shape, dtype=bool)
             except ValueError:  # no constraint force realises the motion: least squares below
                 pass
-        tau_full = (core if fast else core.reference).rnea(model, q, v, a, base_pose=pose)
-        A = core.constraint_jacobian(model, q, cs, base_pose=pose, fast=fast)
+        if fast:  # rnea and A of one checked batch (the constrained algorithms' private entries)
+            pb = setup(model, q, {"v": v, "a": a}, cs, pose, None, np.inf)
+            tau_full, A = pb.restore(rnea_batch(fast_model(model), pb.batch)), pb.restore(pb.terms.A)
+        else:
+            tau_full = core.reference.rnea(model, q, v, a, base_pose=pose)
+            A = core.constraint_jacobian(model, q, cs, base_pose=pose, fast=False)
         lam, tau, unbalanced = closest_loop_forces(model, loops, tau_full, A, np.zeros(np.shape(q)), cs.row_mask(act),
                                                    held)
         return tau, lam, unbalanced
