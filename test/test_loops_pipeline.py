@@ -97,6 +97,17 @@ def compiled_terms_only(monkeypatch: pytest.MonkeyPatch) -> None:
     for module in (jacobian, state):
         monkeypatch.setattr(module, "constraint_terms", numpy_terms)
     readable_minimisers_fail(monkeypatch)
+    readable_closest_forces_fail(monkeypatch)
+
+
+def readable_closest_forces_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pipeline.loops' numpy closest forces fail if called: flight's must come from closest_forces_many."""
+    from liedyn_ros.pipeline import loops
+
+    def numpy_forces(*args: Any) -> None:
+        raise AssertionError("the numpy closest loop forces ran on the loop route's fast path")
+
+    monkeypatch.setattr(loops, "forces_closest_to", numpy_forces)
 
 
 def test_fixed_five_bar_torques_match_pinocchio_and_reproduce_the_motion(fixed: Reference,
@@ -200,6 +211,62 @@ def test_compiled_minimisers_equal_the_readable_ones_on_the_five_bar(fixed: Refe
         for field in ("tau_ff", "tau_g", "qdd_pred", "base_acc_pred", "contact_wrench"):
             if getattr(want, field) is not None:
                 assert_close(getattr(got, field), getattr(want, field), 1e-10, f"{name}: {field}")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_compiled_closest_forces_equal_numpys_and_are_the_weighted_least_squares_ones(floating: Reference,
+                                                                                     seed: int) -> None:
+    """pipeline.loops.closest_loop_forces on random rank-deficient A (B, m, nv), random targets, inactive rows, the
+    base held or not: the compiled closest_forces_many equals the numpy path (forces_closest_to's pinv) to 1e-9;
+    its forces solve the weighted normal equations (the passive columns weighted 1e6) with the least norm
+    (checked on a null-space basis of this test's own), tau is the joints' part of tau_full - A^T lam with zeros
+    on the passive joints, and a balanceable sample is balanced (not unbalanced), an unbalanceable one not."""
+    from test_constraints_loops import _null_space
+
+    from liedyn_ros.core.constraints.inverse import passive_mask
+    from liedyn_ros.pipeline.contacts import resolve_contacts
+    from liedyn_ros.pipeline.loops import (
+        BALANCE_WEIGHT,
+        closest_loop_forces,
+        resolve_loops,
+    )
+
+    model = floating.t.model
+    config = PipelineConfig(contact_links=("ground",), contact_types=("flat",), base_link="ground", **LOOP)
+    loops = resolve_loops(model, config, resolve_contacts(model, config))
+    rng = np.random.default_rng(seed)
+    B, m, nv, nb = 6, 9, model.nv, model.nv - model.n
+    rank = int(rng.integers(2, 6))
+    A = rng.normal(size=(B, m, rank)) @ rng.normal(size=(B, rank, nv))
+    rows = rng.random((B, m)) < 0.8
+    held = np.array([True, True, True, False, False, False])
+    p = passive_mask(model, loops.passive)
+    tau_full = rng.normal(size=(B, nv))
+    balanceable = np.array([True, False, True, True, True, True])  # held: 8 passive columns, rank at most 5
+    for b in np.flatnonzero(balanceable):  # tau_p in the range of the active rows' A_p^T
+        cols = p & (np.arange(nv) >= (0 if held[b] else nb))
+        tau_full[b, cols] = (rows[b, :, None] * A[b])[:, cols].T @ rng.normal(size=m)
+    target = rng.normal(size=(B, model.n))
+    want = closest_loop_forces(model, loops, tau_full, A, target, rows, held, fast=False)
+    got = closest_loop_forces(model, loops, tau_full, A, target, rows, held)
+    for name, x, y in zip(("lam", "tau"), got, want):
+        assert_close(x, y, 1e-9, name)
+    lam, tau, unbalanced = got
+    assert unbalanced.tolist() == want[2].tolist() == (~balanceable).tolist()
+    for b in range(B):
+        cols = np.arange(nb if not held[b] else 0, nv)
+        w = np.where(p[cols], BALANCE_WEIGHT, 1.0)
+        M = w[:, None] * (rows[b, :, None] * A[b])[:, cols].T
+        r = w * (tau_full[b, cols] - np.where(p[cols], 0.0, np.concatenate([np.zeros(nb), target[b]])[cols]))
+        gradient = M.T @ (r - M @ lam[b])
+        scale = np.linalg.norm(M, 2) * np.linalg.norm(r)
+        assert np.abs(gradient).max() <= 1e-9 * scale, "the weighted normal equations"
+        Z = _null_space(M)
+        assert np.abs(Z.T @ lam[b]).max(initial=0.0) <= 1e-9 * max(1.0, np.abs(lam[b]).max()), "the least norm"
+        g = tau_full[b] - A[b].T @ lam[b]
+        assert_close(tau[b], np.where(p[nb:], 0.0, g[nb:]), 1e-9, "tau")
+        if balanceable[b]:
+            assert_close(g[cols][p[cols]], np.zeros(int(p[cols].sum())), 1e-6, "balanced")
 
 
 def test_inputs_are_checked_once_per_constrained_call(fixed: Reference, floating: Reference,

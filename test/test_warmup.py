@@ -451,7 +451,8 @@ def test_loop_samples_while_compiling_run_no_compiled_code(monkeypatch: pytest.M
         raise AssertionError("a compiled kernel was called while compiling")
 
     singles = [name for name in dir(entry.single) if not name.startswith("_")] + list(NODE_KERNELS) + list(
-        CONTACT_KERNELS) + ["observer_one", "constraint_terms_many", "least_norm_forces_many", "psd_solve_many"]
+        CONTACT_KERNELS) + ["observer_one", "constraint_terms_many", "least_norm_forces_many", "psd_solve_many",
+                            "closest_forces_many"]
     with monkeypatch.context() as m:
         for name in set(singles):
             m.setattr(entry.single, name, forbidden, raising=False)

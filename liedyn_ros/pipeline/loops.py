@@ -17,10 +17,15 @@ from numpy.typing import NDArray
 
 from liedyn_ros import core
 from liedyn_ros.core.constraints.inverse import passive_mask
+from liedyn_ros.core.fast import OK
+from liedyn_ros.core.fast.entry import single
 from liedyn_ros.pipeline.config import FloatArray, PipelineConfig
 from liedyn_ros.pipeline.contacts import UNBALANCED_RTOL, Contacts, forces_closest_to
 
 BoolArray = NDArray[np.bool_]
+# forces_closest_to's weight of the balance rows, and numpy.linalg.pinv's default cut (singular values at or below
+# this fraction of the largest count as zero): the compiled closest_forces_many takes them from here
+BALANCE_WEIGHT, PINV_RCOND = 1e6, 1e-15
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,18 +97,29 @@ def base_held(model: Any, loops: Loops, act: BoolArray) -> BoolArray:
 
 
 def closest_loop_forces(model: Any, loops: Loops, tau_full: FloatArray, A: FloatArray, target: FloatArray,
-                        rows: BoolArray, held: BoolArray) -> tuple[FloatArray, FloatArray, BoolArray]:
+                        rows: BoolArray, held: BoolArray, fast: bool = True) -> tuple[FloatArray, FloatArray, BoolArray]:
     """(lam (..., m), tau (..., n), unbalanced (...,)): the constraint forces whose joint torques
     come closest to ``target`` (..., n) among those that balance the passive coordinates (the
     passive joints, and the base where ``held``), by :func:`forces_closest_to`; tau = 0 on the
-    passive joints. tau_full (..., nv) the unconstrained RNEA, A (..., m, nv), rows (..., m)."""
+    passive joints. tau_full (..., nv) the unconstrained RNEA, A (..., m, nv), rows (..., m).
+    By the compiled core.constraints.fast_minimisers.closest_forces_many (the same rule, equal to this
+    numpy to rounding) unless fast=False or it declines (not finite, arrays it does not take)."""
     nb = model.nv - model.n
     lead = np.shape(tau_full)[:-1]
     flat = (int(np.prod(lead, dtype=np.int64)),)
     tau_full, A, target = (np.reshape(x, flat + np.shape(x)[len(lead):]) for x in (tau_full, A, target))
     rows, held = np.reshape(rows, flat + (-1,)), np.reshape(held, flat)
-    lam, tau, unbalanced = np.zeros(flat + (A.shape[1],)), np.zeros(target.shape), np.zeros(flat, dtype=bool)
     p_all = passive_mask(model, loops.passive)
+    if fast:
+        lam, tau, unbalanced = np.empty(flat + (A.shape[1],)), np.empty(target.shape), np.empty(flat, dtype=bool)
+        try:
+            status = single.closest_forces_many(tau_full, A, target, p_all, rows, held, BALANCE_WEIGHT, PINV_RCOND,
+                                                UNBALANCED_RTOL, lam, tau, unbalanced)
+        except TypeError:  # not C-contiguous float64 and bool arrays: numpy's
+            status = None
+        if status == OK:
+            return lam.reshape(lead + (-1,)), tau.reshape(lead + (model.n,)), unbalanced.reshape(lead)
+    lam, tau, unbalanced = np.zeros(flat + (A.shape[1],)), np.zeros(target.shape), np.zeros(flat, dtype=bool)
     for group, cols in ((held, slice(None)), (~held, slice(nb, None))):  # unheld: the base's rows left out
         if not group.any():
             continue

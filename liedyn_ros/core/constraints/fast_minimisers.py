@@ -16,7 +16,8 @@ import numpy as np
 from ..fast.kinematics import BAD_INPUT, OK
 from ..fast.spatial import ijit, jit
 
-__all__ = ["LEAST_NORM", "MIN_FORCE", "MIN_TORQUE", "least_norm_forces_many", "psd_solve_many"]
+__all__ = ["LEAST_NORM", "MIN_FORCE", "MIN_TORQUE", "closest_forces_many", "least_norm_forces_many",
+           "psd_solve_many"]
 
 # least_norm_forces_many's mode: inverse.constrained_rnea's solution (LEAST_NORM: unweighted min_force, unique).
 MIN_TORQUE, MIN_FORCE, LEAST_NORM = 0, 1, 2
@@ -31,14 +32,20 @@ def all_finite(x):
 
 
 @ijit
-def pinv_solve(K, rhs, floor):
-    """Least-norm least-squares x of K x = rhs, singular values <= floor counting as zero."""
-    U, s, Vt = np.linalg.svd(K, False)
-    x = np.zeros(K.shape[1])
+def svd_solve(U, s, Vt, rhs, floor):
+    """x = sum over the singular values s_i > floor of Vt_i (U_i . rhs) / s_i: pinv(K) rhs from K's thin SVD."""
+    x = np.zeros(Vt.shape[1])
     for i in range(s.shape[0]):
         if s[i] > floor:
             x += (U[:, i] @ rhs / s[i]) * Vt[i]
     return x
+
+
+@ijit
+def pinv_solve(K, rhs, floor):
+    """Least-norm least-squares x of K x = rhs, singular values <= floor counting as zero."""
+    U, s, Vt = np.linalg.svd(K, False)
+    return svd_solve(U, s, Vt, rhs, floor)
 
 
 @jit
@@ -144,4 +151,60 @@ def psd_solve_many(K, rhs, rtol, out):
             if abs(values[i]) > rtol * top:
                 x += (U[:, i] @ rhs[b] / values[i]) * U[:, i]
         out[b] = x
+    return OK
+
+
+@jit
+def closest_forces_many(tau, A, target, passive, rows, held, weight, rcond, rtol, lam, tau_out, unbalanced):
+    """pipeline.loops.closest_loop_forces per sample b (its reference): over the columns c (all where held[b],
+    else the joints', the last n), the forces lam of the active rows with the least |W (r - A_c^T lam)| and,
+    among those, the least |lam|: W = weight on the passive columns, 1 on the others, r = tau_c less target
+    (zero on the passive and base columns); by numpy's pinv rule (singular values at or below rcond times the
+    largest count as zero), the passive columns first as pipeline.contacts.forces_closest_to orders them. Then
+    g = tau_c - A_c^T lam: unbalanced where some |g_p| > rtol max(1, |tau_p|), and tau_out g's last n entries,
+    zero on the passive joints. Inactive rows count as zero columns of A_c^T; passive holds the base's columns
+    (inverse.passive_mask)."""
+    B, m, nv = A.shape
+    n = tau_out.shape[1]
+    nb = nv - n
+    for b in range(B):
+        if not (all_finite(A[b]) and all_finite(tau[b]) and all_finite(target[b])):
+            return BAD_INPUT
+    for b in range(B):
+        first = 0 if held[b] else nb
+        nc = nv - first
+        cols = np.empty(nc, np.int64)  # the passive columns first, then the others, each in order
+        k = 0
+        for j in range(first, nv):
+            if passive[j]:
+                cols[k] = j
+                k += 1
+        n_p = k
+        for j in range(first, nv):
+            if not passive[j]:
+                cols[k] = j
+                k += 1
+        M, r = np.empty((nc, m)), np.empty(nc)
+        for c in range(nc):
+            j = cols[c]
+            w = weight if c < n_p else 1.0
+            r[c] = w * (tau[b, j] if c < n_p else tau[b, j] - target[b, j - nb])
+            for i in range(m):
+                M[c, i] = w * A[b, i, j] if rows[b, i] else 0.0
+        U, s, Vt = np.linalg.svd(M, False)
+        x = svd_solve(U, s, Vt, r, rcond * s.max())
+        top, left = 0.0, 0.0
+        for j in range(first, nv):
+            g = tau[b, j]
+            for i in range(m):
+                g -= A[b, i, j] * x[i]
+            if passive[j]:
+                top = max(top, abs(tau[b, j]))
+                left = max(left, abs(g))
+                g = 0.0
+            if j >= nb:
+                tau_out[b, j - nb] = g
+        unbalanced[b] = left > rtol * max(1.0, top)
+        for i in range(m):
+            lam[b, i] = x[i]
     return OK

@@ -38,10 +38,12 @@ CONTACT_KERNELS = ("constrained_terms_one", "constrained_rnea_one", "constrained
 # robot at rest, one stacked call) and hybrid_many (core.constrained_aba's M^-1 A^T, m solves in one
 # call, whatever the batch), and the constraints' A, c, A v and e (constraint_terms_many, a locked
 # single-sample kernel of core.fast.entry, batch-capable), the least-norm minimisers of constrained_rnea and
-# constrained_aba (least_norm_forces_many, psd_solve_many: rank-deficient loops); with contacts too, their
-# frames and Jacobian (checks, the kinematic contact source) and the observer's fit of the contact forces.
+# constrained_aba (least_norm_forces_many, psd_solve_many: rank-deficient loops), the loop forces in flight
+# (closest_forces_many); with contacts too, their frames and Jacobian (checks, the kinematic contact source) and
+# the observer's fit of the contact forces.
 BATCH_KERNELS = ("rnea_many", "hybrid_many")
-LOOP_KERNELS = BATCH_KERNELS + ("constraint_terms_many", "least_norm_forces_many", "psd_solve_many")
+LOOP_KERNELS = BATCH_KERNELS + ("constraint_terms_many", "least_norm_forces_many", "psd_solve_many",
+                                "closest_forces_many")
 LOOP_CONTACT_KERNELS = ("contact_kinematics_many", "contact_fit_many")
 
 

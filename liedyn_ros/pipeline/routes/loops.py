@@ -13,8 +13,8 @@ tau_ff. One sample and a block alike, batched over leading dimensions: this runs
 readable constrained paths (the compiled contact kernels take contacts only) with compiled kernels
 under them: the constraints' A, c, A v and e (constraint_terms_many), rnea and aba, the motion and
 the robot at rest in one stacked call (batch kernels: about half the CPU time of two single-sample
-calls, numpy's per-call cost dominating), and the least-norm minimisers of the rank-deficient loop
-(least_norm_forces_many, psd_solve_many; flight's closest forces stay numpy);
+calls, numpy's per-call cost dominating), the least-norm minimisers of the rank-deficient loop
+(least_norm_forces_many, psd_solve_many) and flight's closest forces (closest_forces_many);
 core.fast.warmup.LOOP_KERNELS names the kernels it calls. Each constrained call checks its inputs
 once (constraints.state.setup) and hands the checked batch to rnea and aba unchecked.
 """
@@ -112,7 +112,7 @@ class LoopRoute:
             tau_full = core.reference.rnea(model, q, v, a, base_pose=pose)
             A = core.constraint_jacobian(model, q, cs, base_pose=pose, fast=False)
         lam, tau, unbalanced = closest_loop_forces(model, loops, tau_full, A, np.zeros(np.shape(q)), cs.row_mask(act),
-                                                   held)
+                                                   held, fast)
         return tau, lam, unbalanced
 
 
