@@ -1,7 +1,7 @@
 """Compiled constrained forward dynamics of contacts: Kim 3.2 on a tree-sparse factor of M.
 
 Per sample, in one kernel:
-    M (the composite-rigid-body kernel), b = rnea(q, v, 0) (the Newton-Euler kernel),
+    M (the composite-rigid-body kernel), b = rnea(q, v, 0) (Newton-Euler on the contact terms' forward pass),
     M = L^T L, L lower triangular with the tree's sparsity (Featherstone's LTL: eliminating the
         leaves first fills nothing in; row k holds entries only at k's ancestor coordinates),
     a_r = L^-1 L^-T (tau - b),  Y = L^-T A^T,  K = A M^-1 A^T = Y^T Y,
@@ -22,8 +22,8 @@ import numpy as np
 from ..fast.crba import mass_matrix_sample
 from ..fast.kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, borrowed, inputs_valid, \
     joint_transforms, model_arrays, parent_row, pose_of, reshaped, screw, sizes, vectors_valid, workspace
-from ..fast.layout import COORD, MULT, SCALE
-from ..fast.rnea import rnea_sample
+from ..fast.layout import COORD, GRAVITY, MULT, SCALE
+from ..fast.rnea import generalized_forces, newton_euler, rnea_sample
 from ..fast.spatial import all_finite, bjit, cho_solve, cholesky, gravity_in_base, ijit, jit, lower_solve, \
     pivot_ok, twist_to_child, upper_solve
 from ..model import Model
@@ -41,7 +41,7 @@ class FastConstraints:
     """Kernel-ready arrays of a contact-only ConstraintSet of a model without mimic joints.
 
     ci: [k, m, parent coordinate of each of the nv coordinates (-1 at the root), then per contact
-    body, point, world, first row]; cf (k, 12): the contact frame in its body, R row-major and p.
+    body, point, world, first row]; cf (k, 12): the contact frame in its body, R row-major and p; m as an int.
     scratch: the single-sample scratch (the kernels hold the GIL on that path).
     """
 
@@ -54,6 +54,7 @@ class FastConstraints:
         parent[base:] = coord_parent
         self.ci = constraint_ints(cs, parent)
         self.cf = frame_rows(cs.T_a)
+        self.m = cs.m
         self.scratch_size = scratch_size(model.nb, nv, cs.m)
         self.terms_scratch_size = terms_scratch_size(model.nb)
         self.scratch = np.empty(self.scratch_size)
@@ -408,43 +409,80 @@ def contact_terms_many(mf, mi, ci, cf, sc_size, q, v, T, active, A, c, start, st
 # twice in constrained_terms_sample) made numba compile them once per call site; a call costs nanoseconds.
 @jit
 def forward_factor(parent, A, L, Y, K, scale):
-    """L <- the factor of M = L^T L (L holds M on entry), Y = L^-T A^T (row r: A's row r solved) and
+    """L <- the factor of M = L^T L (L holds M on entry), Y = L^-T A^T (nv, m) in Y's block and
     K = Y^T Y = A M^-1 A^T factored. False when M (by core.singular's rule, `scale` its inertia_scale) or
-    K is singular (K's inactive rows get a unit pivot: their lam is zero)."""
-    m = A.shape[0]
+    K is singular (K's inactive rows get a unit pivot: their lam is zero).
+
+    Y is solved for all m columns at once and K summed as rank-1 updates over Y's rows, each over the span
+    of a row's nonzero entries (a coordinate with no contact below it has none): the inner loops run over
+    independent entries, without the chain of dependent additions of column-at-a-time solves and dot
+    products. Each entry gets the operations of those, in their order; the zeros skipped add nothing.
+    """
+    m, nv = A.shape[0], A.shape[1]
     if not ltl(L, parent, scale):
         return False
-    last = np.empty(m, dtype=np.int64)  # Y's row r ends where A's does: L^-T reaches ancestors, lower indices
-    for r in range(m):
-        last[r] = -1
-        for col in range(A.shape[1]):
-            Y[r, col] = A[r, col]
-            if A[r, col] != 0.0:
-                last[r] = col
-        solve_lt(L, parent, Y[r])
+    span = np.empty(2 * nv, dtype=np.int64)  # each row of Y's nonzero entries, Y[i, span[i]:span[nv + i]]
+    Y = reshaped(Y, 0, (nv, m))
+    for i in range(nv):
+        for r in range(m):
+            Y[i, r] = A[r, i]
+    for i in range(nv - 1, -1, -1):  # L^T Y = A^T from the leaves: row i final, passed to its ancestors
+        lo, hi = nonzero_span(Y[i])
+        span[i], span[nv + i] = lo, hi
+        if lo == hi:  # no contact below coordinate i: nothing to solve or pass on
+            continue
+        d = L[i, i]
+        for r in range(lo, hi):
+            Y[i, r] /= d
+        j = parent[i]
+        while j >= 0:
+            lij = L[i, j]
+            for r in range(lo, hi):
+                Y[j, r] -= lij * Y[i, r]
+            j = parent[j]
     for r in range(m):
         for s in range(r + 1):
-            K[r, s] = dot_span(Y[r], Y[s], 0, min(last[r], last[s]) + 1)
+            K[r, s] = 0.0
+    for i in range(nv):
+        lo, hi = span[i], span[nv + i]
+        for r in range(lo, hi):
+            y = Y[i, r]
+            for s in range(lo, r + 1):
+                K[r, s] += y * Y[i, s]
+    for r in range(m):
         if K[r, r] == 0.0:  # an inactive row: lam_r = 0
             K[r, r] = 1.0
     return cholesky(K, PIVOT_RTOL)
 
 
+@ijit
+def nonzero_span(x):
+    """(lo, hi): x[lo:hi] holds every nonzero entry of x ((0, 0) when there is none)."""
+    lo, hi = 0, 0
+    for r in range(x.shape[0]):
+        if x[r] != 0.0:
+            if hi == 0:
+                lo = r
+            hi = r + 1
+    return lo, hi
+
+
 @jit
 def forward_solve(parent, L, A, Y, K, bias, a, x, lam):
-    """Kim 67-69 on forward_factor's factors: a holds tau - b on entry and the constrained a on exit;
-    bias = c (+ kd A v), lam <- -K^-1 (A a_r + bias); x: scratch (nv,)."""
+    """Kim 67-69 on forward_factor's factors (Y (nv, m) in Y's block): a holds tau - b on entry and the
+    constrained a on exit; bias = c (+ kd A v), lam <- -K^-1 (A a_r + bias); x: scratch (nv,)."""
     m, nv = A.shape[0], A.shape[1]
+    Y = reshaped(Y, 0, (nv, m))
     solve_lt(L, parent, a)
     solve_l(L, parent, a)  # a_r = M^-1 (tau - b)
     for r in range(m):
         lam[r] = -(dot(A[r], a) + bias[r])
     cho_solve(K, lam)
     for i in range(nv):
-        x[i] = 0.0
-    for r in range(m):
-        for i in range(nv):
-            x[i] += Y[r, i] * lam[r]
+        s = 0.0
+        for r in range(m):
+            s += Y[i, r] * lam[r]
+        x[i] = s
     solve_l(L, parent, x)
     for i in range(nv):
         a[i] += x[i]
@@ -459,10 +497,8 @@ def constrained_aba_sample(mf, mi, ws, ci, cf, sc, q, v, tau, T, active, params,
     m = ci[1]
     parent = ci[2:2 + nv]
     L, _, vecs, A, Y, _, K, _, mvecs, terms_sc = sample_blocks(sc, nv, m, 0)
-    b, x, zero = vecs[0], vecs[1], vecs[2]
+    b, x = vecs[0], vecs[1]
     c, bias = mvecs[0], mvecs[1]
-    for i in range(nv):
-        zero[i] = 0.0
     contact_terms(mf, mi, ci, cf, terms_sc, q, v, T, active, A, c)
     kd, tol = params[1], params[2]
     for r in range(m):
@@ -473,11 +509,33 @@ def constrained_aba_sample(mf, mi, ws, ci, cf, sc, q, v, tau, T, active, params,
     mass_matrix_sample(mf, mi, ws, q, L)
     if not forward_factor(parent, A, L, Y, K, mf[nb, SCALE]):
         return SINGULAR
-    rnea_sample(mf, mi, ws, q, v, zero, T, np.empty((0, nb, 6)), np.empty((0, 6)), np.int64(0), b)
+    bias_forces(mf, mi, ws, terms_sc, b)
     for i in range(nv):
         a[i] = tau[i] - b[i]
     forward_solve(parent, L, A, Y, K, bias, a, x, lam)
     return OK
+
+
+@ijit
+def bias_forces(mf, mi, ws, terms_sc, b):
+    """b = rnea(q, v, 0) into b (nv,) from contact_terms' forward pass (in terms_sc), without a pass of its own.
+
+    rnea's dV_i at a = 0 is dV0_i plus the base's gravity acceleration (0, -R^T g) carried to body i,
+    (0, -Rw_i^T g) for body i's world rotation Rw_i; then F_i = J_i dV_i - ad*_{V_i} J_i V_i and rnea's
+    backward pass. ws: the model's workspace ((nb + 1) 6 + 18 floats).
+    """
+    nb = mi.shape[0] - 1
+    R, p, Rw, _, V, dV0 = terms_blocks(terms_sc, nb)[:6]
+    F, o = block(ws, 0, nb + 1, 6)
+    h, o = block(ws, o, 3, 6)
+    dV = h[2]
+    g0, g1, g2 = mf[nb, GRAVITY], mf[nb, GRAVITY + 1], mf[nb, GRAVITY + 2]
+    for i in range(nb + 1):
+        for r in range(3):
+            dV[r] = dV0[i, r]
+            dV[3 + r] = dV0[i, 3 + r] - (Rw[i, 0, r] * g0 + Rw[i, 1, r] * g1 + Rw[i, 2, r] * g2)
+        newton_euler(mf, i, V[i], dV, h[0], F[i])
+    generalized_forces(mf, mi, R, p, F, b)
 
 
 @jit

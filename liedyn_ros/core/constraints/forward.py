@@ -11,7 +11,7 @@ from ..dynamics import aba, hybrid_batch
 from ..fast import OK, fast_model
 from ..fast.entry import single
 from ..model import Model
-from .description import constraint_set
+from .description import ConstraintSet, constraint_set
 from .state import Problem, per_sample, setup, solve_psd
 
 __all__ = ["constrained_aba", "unforced"]
@@ -78,7 +78,9 @@ def constrained_aba(model: Model, q, v, tau, constraints, *, base_pose=None, f_e
     A M^-1 A^T and every error take this readable one (its terms, rnea and aba compiled, and for
     loop sets its least-norm solve: fast_minimisers), which `fast=False` runs with no compiled code.
     """
-    cs = constraint_set(model, constraints)
+    # A ConstraintSet of this model needs no lookup (constraint_set's checks, a call less per sample)
+    cs = constraints if type(constraints) is ConstraintSet and constraints.model is model \
+        else constraint_set(model, constraints)
     if fast and cs._fast is not None and f_ext is None:
         out = _fast(model, cs, q, v, tau, base_pose, active, baumgarte, tol)
         if out is not None:
@@ -146,7 +148,7 @@ def _fast(model: Model, cs, q, v, tau, base_pose, active, baumgarte, tol):
     one = (type(q) is _ndarray and type(v) is _ndarray and type(tau) is _ndarray and type(T) is _ndarray
            and q.ndim == 1 and (base_pose is None) is fm.fixed)
     if one and (active is None or (type(active) is _ndarray and active.ndim == 1)):
-        a, lam = np.empty(fm.nv), np.empty(cs.m)
+        a, lam = np.empty(fm.nv), np.empty(fc.m)  # fc.m: an int (cs.m reads the rows' array)
         try:
             if single.constrained_aba_one(fm.handle, fc.ci, fc.cf, fc.scratch, q, v, tau, T,
                              fc.all_active if active is None else active, params, a, lam) == OK:
