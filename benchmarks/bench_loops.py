@@ -1,6 +1,7 @@
 """CPU time per sample of the loops' route (pipeline.routes.loops) on the five-bar of test_loops_pipeline, all
-compiled (the constraint terms by fast_closures.constraint_terms_many, the least-norm minimisers by fast_minimisers)
-against the numpy minimisers (the kernels of fast_minimisers declining: the route before them), the numpy terms
+compiled (the constraint terms by fast_closures.constraint_terms_many, the least-norm minimisers and flight's closest
+forces by fast_minimisers) against the numpy minimisers (the kernels of fast_minimisers declining: the route before
+them), the numpy terms
 too (jacobian.compiled_terms declining loop sets as well: the route before constraint_terms_many), and the
 reference path (algorithms=core.reference, what the node runs while its kernels compile), same run.
 
@@ -8,8 +9,10 @@ Cases: fixed base; floating base standing on a flat contact under its ground lin
 is this thread's CPU time (time.thread_time: on a shared machine the time other processes hold the core is left
 out) per route.outputs call, best and median of ``--rounds`` bursts of ``--number`` calls, the variants taking
 turns burst by burst. Then the constraint terms alone (compiled_terms against constraint_terms, a (2, nv) batch
-as the route's stacked call), and the least-norm minimisers alone on it (fast_minimisers against their numpy
-references). The ratios are the figures; the absolute times depend on the machine's load.
+as the route's stacked call), the least-norm minimisers alone on it (fast_minimisers against their numpy
+references), and flight's closest forces alone (pipeline.loops.closest_loop_forces, fast against fast=False, on the
+floating five-bar's stacked flight batch). The ratios are the figures; the absolute times depend on the machine's
+load.
 
 Run: python benchmarks/bench_loops.py [--number N] [--rounds R]
 """
@@ -34,12 +37,12 @@ from liedyn_ros.core.fast.entry import single  # noqa: E402
 from liedyn_ros.core.fast.kinematics import BAD_INPUT  # noqa: E402
 from liedyn_ros.pipeline import PipelineConfig  # noqa: E402
 from liedyn_ros.pipeline.contacts import resolve_contacts  # noqa: E402
-from liedyn_ros.pipeline.loops import resolve_loops  # noqa: E402
+from liedyn_ros.pipeline.loops import closest_loop_forces, resolve_loops  # noqa: E402
 from liedyn_ros.pipeline.payload import Dynamics  # noqa: E402
 from liedyn_ros.pipeline.routes.loops import LoopRoute  # noqa: E402
 
 _COMPILED_TERMS = jacobian.compiled_terms
-MINIMISERS = ("least_norm_forces_many", "psd_solve_many")
+MINIMISERS = ("least_norm_forces_many", "psd_solve_many", "closest_forces_many")
 _COMPILED_MINIMISERS = {name: getattr(single, name) for name in MINIMISERS}
 
 
@@ -155,6 +158,22 @@ def main() -> None:
         c, n = t[f"compiled {what}"][0], t[f"numpy {what}"][0]
         print(f"least-norm {what} of that batch: compiled {c * 1e6:.1f} us, numpy {n * 1e6:.1f} us (best): "
               f"numpy/compiled {n / c:.1f}")
+    # Flight's closest forces alone: the floating five-bar's (2, nv) batch, contact lifted, loop on.
+    floating = Reference(True)
+    fm = floating.t.model
+    config = PipelineConfig(contact_links=("ground",), contact_types=("flat",), base_link="ground", **LOOP)
+    loops = resolve_loops(fm, config, resolve_contacts(fm, config))
+    fcs, act = loops.on(fm), np.array([[False, True], [False, True]])
+    qs, vf = np.stack((q, q)), np.concatenate([np.zeros((2, 6)), np.stack((v, np.zeros_like(v)))], 1)
+    poses = np.stack((np.eye(4), np.eye(4)))
+    A = core.constraint_jacobian(fm, qs, fcs, base_pose=poses)
+    tau = core.rnea(fm, qs, vf, np.zeros_like(vf), base_pose=poses)
+    forces = (fm, loops, tau, A, np.zeros((2, fm.n)), fcs.row_mask(act), np.zeros(2, dtype=bool))
+    t = cpu_per_call({"compiled": lambda: closest_loop_forces(*forces),
+                      "numpy": lambda: closest_loop_forces(*forces, fast=False)}, args.number, args.rounds)
+    c, n = t["compiled"][0], t["numpy"][0]
+    print(f"flight's closest forces of the floating five-bar's (2, nv) batch: compiled {c * 1e6:.1f} us, numpy "
+          f"{n * 1e6:.1f} us (best): numpy/compiled {n / c:.1f}")
 
 
 if __name__ == "__main__":
