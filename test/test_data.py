@@ -24,6 +24,7 @@ from test_constraints_pinocchio import FEET, _pin_constraints, _pin_lambda
 from liedyn_ros import core
 from liedyn_ros.core import dynamics
 from liedyn_ros.core.constraints import forward
+from liedyn_ros.core.fast.entry import single
 
 CASES = ("panda", "panda_arm", "ur5", "solo12", "talos", "talos_mimic")
 SAMPLES = 3
@@ -78,6 +79,23 @@ def test_aba_and_hybrid_equal_pinocchio(name: str, compiled_only) -> None:
         assert_close(tau_h, pin_rnea(t, q, v, a, T), what=f"{name} hybrid, all prescribed")
         _, a_h = data.hybrid(q, v, tau, nothing, base_pose=T)
         assert_close(a_h, pin_aba(t, q, v, tau, T), rel=1e-9, what=f"{name} hybrid, none prescribed")
+
+
+@pytest.mark.parametrize("name", ["panda", "ur5"])
+def test_fixed_base_rnea_and_gravity_write_at_their_addresses(name: str, compiled_only, monkeypatch) -> None:
+    """A fixed base's Data.rnea (alone and with a wrench on one link) and Data.gravity take the kernels that
+    write at tau's and g's addresses (the other kernels made to fail here), Pinocchio's values in data.tau, data.g."""
+    for kernel in ("rnea_one", "rnea_link_one", "gravity_one"):
+        monkeypatch.setattr(single, kernel, refuse, raising=False)
+    rng = np.random.default_rng(4)
+    for t, data, q, v, a, T in states(name, 4):
+        assert data.rnea(q, v, a) is data.tau
+        assert_close(data.tau, pin_rnea(t, q, v, a, T), what=f"{name} rnea")
+        f_ext = {t.model.body_names[-1]: rng.normal(size=6) * 10}
+        assert data.rnea(q, v, a, f_ext=f_ext) is data.tau
+        assert_close(data.tau, pin_rnea(t, q, v, a, T, f_ext), what=f"{name} rnea f_ext")
+        assert data.gravity(q) is data.g
+        assert_close(data.g, pin_gravity(t, q, T), what=f"{name} gravity")
 
 
 @pytest.mark.parametrize("name", ["panda", "solo12", "talos"])

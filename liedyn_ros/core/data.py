@@ -56,6 +56,11 @@ class Data:
         self.M, self.C = np.zeros((nv, nv)), np.zeros((nv, nv))
         self._handle, self._fixed, self._identity, self._free = fm.handle, fm.fixed, fm.identity, fm.free
         self._scratch = np.zeros(nv)  # aba's tau, which its kernel writes too
+        # A fixed base's rnea and gravity kernels take tau and g by address (numba unboxes an int for a fraction
+        # of an array's cost): these arrays stay the Data's for its life (copy a result to keep it, never rebind).
+        self._tau_at = self.tau.ctypes.data if self._fixed else None
+        self._g_at = self.g.ctypes.data if self._fixed else None
+        self._tau_own, self._g_own = self.tau, self.g  # what the addresses point to, kept alive
         self._link_rows = fm.links  # a wrench on one link: its row for the one-link kernels
         # wrenches on several links, in body frames: the links of the last f_ext and the rows they write (_wrenches)
         self._f_body, self._f_base = np.zeros((1, model.nb, 6)), np.zeros((1, 6))
@@ -66,6 +71,18 @@ class Data:
 
     def rnea(self, q, v, a, *, base_pose=None, f_ext=None) -> np.ndarray:
         """core.rnea of one sample into (and returning) ``self.tau``."""
+        if base_pose is None and self._fixed:
+            try:
+                if f_ext is None:
+                    if single.rnea_fixed_at(self._handle, q, v, a, self._tau_at) == OK:
+                        return self._tau_own
+                elif type(f_ext) is dict and len(f_ext) == 1:
+                    (link, w), = f_ext.items()  # (a for loop over the items costs twice as much)
+                    if single.rnea_link_fixed_at(self._handle, q, v, a, w, self._link_rows.get(link, -1),
+                                                 self._tau_at) == OK:
+                        return self._tau_own
+            except TypeError:
+                pass
         if (base_pose is None) is self._fixed:
             T = self._identity if base_pose is None else base_pose
             try:
@@ -93,10 +110,10 @@ class Data:
                     if single.hybrid_one(self._handle, q, v, tau, self._free, T, self._scratch, self.a) == OK:
                         return self.a
                 elif type(f_ext) is dict and len(f_ext) == 1:
-                    for link, w in f_ext.items():
-                        if single.hybrid_link_one(self._handle, q, v, tau, self._free, T, w,
-                                                  self._link_rows.get(link, -1), self._scratch, self.a) == OK:
-                            return self.a
+                    (link, w), = f_ext.items()
+                    if single.hybrid_link_one(self._handle, q, v, tau, self._free, T, w,
+                                              self._link_rows.get(link, -1), self._scratch, self.a) == OK:
+                        return self.a
                 elif self._wrenches(f_ext) and single.hybrid_wrench_one(
                         self._handle, q, v, tau, self._free, T, self._f_body, self._f_base, self._scratch,
                         self.a) == OK:
@@ -107,7 +124,13 @@ class Data:
 
     def gravity(self, q, *, base_pose=None) -> np.ndarray:
         """core.gravity of one sample into (and returning) ``self.g``."""
-        if (base_pose is None) is self._fixed:
+        if base_pose is None and self._fixed:
+            try:
+                if single.gravity_fixed_at(self._handle, q, self._g_at) == OK:
+                    return self._g_own
+            except TypeError:
+                pass
+        elif (base_pose is None) is self._fixed:
             try:
                 if single.gravity_one(self._handle, q, self._identity if base_pose is None else base_pose,
                                       self.g) == OK:

@@ -57,6 +57,11 @@ def _signature(name: str) -> tuple:
                                 types.int64(_MAT, types.float64[:, :, ::1], _MAT, flags, types.boolean[:, ::1], flags, f,
                                             f, f, _MAT, _MAT, flags)),
         "rnea_one": (rnea.rnea_one, types.int64(model, _VEC, _VEC, _VEC, _MAT, _VEC)),
+        # core.Data on a fixed base: no pose, the output by its address (an int)
+        "rnea_fixed_at": (rnea.rnea_fixed_at, types.int64(model, _VEC, _VEC, _VEC, types.int64)),
+        "rnea_link_fixed_at": (rnea.rnea_link_fixed_at, types.int64(model, _VEC, _VEC, _VEC, _VEC, types.int64,
+                                                                    types.int64)),
+        "gravity_fixed_at": (rnea.gravity_fixed_at, types.int64(model, _VEC, types.int64)),
         "gravity_one": (rnea.gravity_one, types.int64(model, _VEC, _MAT, _VEC)),
         "mass_matrix_one": (crba.mass_matrix_one, types.int64(model, _VEC, _MAT, _MAT)),
         "coriolis_one": (coriolis.coriolis_one, types.int64(model, _VEC, _VEC, _MAT, _MAT)),

@@ -227,6 +227,23 @@ def reshaped(ws, start, shape):
 
 
 @ijit
+def at(address, n):
+    """The n floats at `address` as a C-contiguous (n,) array (borrowed): an output core.Data owns, passed to a
+    single-sample kernel as its address, an int, which numba unboxes for a fraction of an array's cost."""
+    return carray(_float_pointer(address), (n,))
+
+
+@ijit
+def fixed_pose(ws, nb):
+    """The identity base pose (4, 4) of a fixed base, in the workspace just before link_wrench's tail."""
+    T = reshaped(ws, ws.shape[0] - 6 * (nb + 1) - 16, (4, 4))
+    for r in range(4):
+        for c in range(4):
+            T[r, c] = 1.0 if r == c else 0.0
+    return T
+
+
+@ijit
 def block(ws, start, rows, cols):
     """A (rows, cols) view of the workspace at `start` (borrowed), and the offset after it."""
     return reshaped(ws, start, (rows, cols)), start + rows * cols

@@ -104,8 +104,9 @@ def joint_axis(S: np.ndarray) -> int:
 def workspace_size(nb: int, nv: int) -> int:
     """Floats of scratch memory one sample of any kernel needs (see the `block`s each kernel takes).
 
-    The last 6 (nb + 1) are the one-link wrench kernels' f_body and f_base (`kinematics.link_wrench`),
-    which the kernels they call never reach.
+    The last 6 (nb + 1) are the one-link wrench kernels' f_body and f_base (`kinematics.link_wrench`), the 16
+    before them the identity pose of core.Data's fixed-base kernels (`kinematics.fixed_pose`): the kernels
+    they call never reach these.
     """
     return 146 * (nb + 1) + 3 * nv * nv + 16 * nv + 64
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kinematics import BAD_INPUT, OK, base_motion, block, body_motion, borrowed, inputs_valid, link_wrench, \
-    model_arrays, pose_of, parent_row, reshaped, sizes, transforms_block, vectors_valid, workspace, wrenches_valid
+from .kinematics import BAD_INPUT, OK, at, base_motion, block, body_motion, borrowed, fixed_pose, inputs_valid, \
+    link_wrench, model_arrays, pose_of, parent_row, reshaped, sizes, transforms_block, vectors_valid, workspace, \
+    wrenches_valid
 from .layout import COORD, MULT
-from .spatial import bjit, body_inertia_times, coadjoint_bias, gravity_in_base, ijit, jit, joint_transform, \
+from .spatial import all_finite, bjit, body_inertia_times, coadjoint_bias, gravity_in_base, ijit, jit, joint_transform, \
     screw_dot, twist_to_child, wrench_to_parent
 
 
@@ -134,6 +135,52 @@ def gravity_one(handle, q, T, out):
     if not inputs_valid(mi, q, T):
         return BAD_INPUT
     return gravity_sample(mf, mi, workspace(mf, mi), q, T, out)
+
+
+# core.Data's calls on a fixed base: the output as its address and no base pose (the identity, built in the
+# workspace), two arrays fewer for numba to unbox per call than the *_one kernels (about 0.1 us each).
+@ijit
+def fixed_q_valid(mi, q):
+    """The model has a fixed base and q (n,) is finite: inputs_valid without a pose."""
+    _, n, nv = sizes(mi)
+    return nv == n and q.shape[0] == n and all_finite(q)
+
+
+@jit
+def rnea_fixed_at(handle, q, v, a, out):
+    """rnea_one of a fixed base, tau written at the address `out` (nv floats)."""
+    mf, mi = model_arrays(handle)
+    if not (fixed_q_valid(mi, q) and vectors_valid(mi, (v, a))):
+        return BAD_INPUT
+    nb, _, nv = sizes(mi)
+    ws = workspace(mf, mi)
+    return rnea_sample(mf, mi, ws, q, v, a, fixed_pose(ws, nb), reshaped(ws, 0, (0, nb, 6)), reshaped(ws, 0, (0, 6)),
+                       np.int64(0), at(out, nv))
+
+
+@jit
+def rnea_link_fixed_at(handle, q, v, a, w, link, out):
+    """rnea_link_one of a fixed base, tau written at the address `out` (nv floats)."""
+    mf, mi = model_arrays(handle)
+    if not (fixed_q_valid(mi, q) and vectors_valid(mi, (v, a))):
+        return BAD_INPUT
+    nb, _, nv = sizes(mi)
+    ws = workspace(mf, mi)
+    valid, f_body, f_base = link_wrench(handle, ws, nb, w, link)
+    if not valid:
+        return BAD_INPUT
+    return rnea_sample(mf, mi, ws, q, v, a, fixed_pose(ws, nb), f_body, f_base, np.int64(0), at(out, nv))
+
+
+@jit
+def gravity_fixed_at(handle, q, out):
+    """gravity_one of a fixed base, g written at the address `out` (nv floats)."""
+    mf, mi = model_arrays(handle)
+    if not fixed_q_valid(mi, q):
+        return BAD_INPUT
+    nb, _, nv = sizes(mi)
+    ws = workspace(mf, mi)
+    return gravity_sample(mf, mi, ws, q, fixed_pose(ws, nb), at(out, nv))
 
 
 @bjit
