@@ -51,6 +51,7 @@ except ImportError:
     print("bench_node_cost: skipped, no ROS 2 (rclpy) in this environment")
     sys.exit(0)
 
+from bench_pipeline import joint_states as probe_states
 from bench_ros_latency import OTHER_OUTPUTS, cases
 
 from liedyn_ros import core
@@ -148,24 +149,25 @@ def joint_states(node: Any, model: Any, samples: int, rounds: int) -> dict[str, 
 
 def callbacks(node: Any, model: Any, contacts: int, samples: int, rounds: int) -> float:
     """CPU us (this thread) per sample of the node's subscription callbacks for bench_ros_latency's
-    sample (the same joint state, odometry at the origin, every foot down), each message the
-    bytes of a raw take with the stamp of now (a subscription that is not raw: its message
-    object, converted here); median over the rounds."""
-    rng = np.random.default_rng(0)  # the probe's joint state
-    js = JointState(name=list(model.joint_names), position=rng.uniform(-1, 1, model.n).tolist(),
-                    velocity=rng.normal(size=model.n).tolist(), effort=rng.normal(size=model.n).tolist())
+    samples (its consistent efforts, bench_pipeline.joint_states: a Panda moving on a sine, Solo12
+    standing on every foot; odometry at the origin), each message the bytes of a raw take with the
+    stamp of now (a subscription that is not raw: its message object, converted here); median over the
+    rounds."""
     odom = Odometry(child_frame_id=model.root_link)
     odom.pose.pose.orientation.w = 1.0
     by_topic = {s.topic_name.lstrip("/"): s for s in node.subscriptions}
-    stamped = [(by_topic["joint_states"], bytearray(serialize_message(js)))]
-    if model.floating_base:
-        stamped.insert(0, (by_topic["odom"], bytearray(serialize_message(odom))))
-    state = [(by_topic["contact_state"], serialize_message(UInt8MultiArray(data=[1] * contacts)))] if contacts else []
-    order = stamped[:-1] + state + stamped[-1:]  # odometry, contact state, joint state: the probe's order
+    names = list(model.joint_names)
+    joints = [bytearray(serialize_message(JointState(name=names, position=q.tolist(), velocity=v.tolist(),
+                                                      effort=tau.tolist())))
+              for q, v, tau in zip(*probe_states(model, "consistent", 1000))]
+    first = [(by_topic["odom"], bytearray(serialize_message(odom)))] if model.floating_base else []
+    if contacts:  # odometry, contact state, joint state: the probe's order
+        first.append((by_topic["contact_state"], serialize_message(UInt8MultiArray(data=[1] * contacts))))
+    on_joint_state = by_topic["joint_states"]
 
     def step(i: int) -> None:
         sec, nanosec = divmod(time.time_ns(), 1_000_000_000)
-        for sub, data in order:
+        for sub, data in [*first, (on_joint_state, joints[i % len(joints)])]:
             if isinstance(data, bytearray):  # stamped: header.stamp right after the CDR header
                 struct.pack_into("<iI", data, 4, sec, nanosec)
             # a subscription that is not raw gets the message object rclpy's take would convert

@@ -132,7 +132,10 @@ def decode_contact_flags(msg: Any, k: int, stamp_ns: int) -> ContactState | Skip
     0/1 integers and contact probabilities both work), or its ``data`` alone (an array:
     pipeline.cdr.read_uint8_multiarray's). The arrays have no header: the caller stamps them
     (receive time)."""
-    flags = as_float_array(msg if isinstance(msg, np.ndarray) else msg.data)
+    flags = msg if isinstance(msg, np.ndarray) else msg.data
+    if type(flags) is np.ndarray and flags.dtype == np.uint8:  # the node's: integers, finite, > 0.5 where not 0
+        return ContactState(stamp_ns, flags != 0) if flags.shape == (k,) else SkipReason.BAD_CONTACT_STATE
+    flags = as_float_array(flags)
     if flags.shape != (k,) or not np.isfinite(flags).all():
         return SkipReason.BAD_CONTACT_STATE
     return ContactState(stamp_ns, flags > 0.5)
@@ -254,17 +257,6 @@ def check_forces(contacts: Contacts, normal: FloatArray, tangential: FloatArray,
     pulling = active & (normal < -tol)
     slipping = active & ~pulling & (tangential > contacts.mu * normal + tol)
     return np.asarray(pulling), np.asarray(slipping)
-
-
-def inside_cones(contacts: Contacts, forces: list[float]) -> bool:
-    """True when every contact of one sample pushes inside its friction cone, from its normal then
-    its tangential forces (k each): most samples, told without arrays (check_forces' flags are
-    then ``contacts.clear``)."""
-    k, mu = contacts.k, contacts.mu
-    for normal, tangential in zip(forces[:k], forces[k:]):
-        if not (normal > 0.0 and tangential <= mu * normal):
-            return False
-    return True
 
 
 def centre_of_pressure(wrench: FloatArray) -> FloatArray:

@@ -29,7 +29,7 @@ from liedyn_ros.pipeline.observed import ContactObserver, event_residual, measur
 from liedyn_ros.pipeline.estimate import AccelerationEstimator
 from liedyn_ros.pipeline.pair import BaseState, Reference, decode_odometry, decode_reference, pair_odometry
 from liedyn_ros.pipeline.payload import Dynamics
-from liedyn_ros.pipeline.routes import Route, armature_of, choose_route
+from liedyn_ros.pipeline.routes import ContactRoute, Route, armature_of, choose_route
 
 
 class PipelineOutput(NamedTuple):
@@ -107,6 +107,13 @@ def _effort_bound(model: Any, factor: float) -> tuple[FloatArray | None, list[st
     bound = factor * urdf_limit(model.effort_limit)
     unbounded = [name for name, b in zip(model.joint_names, bound) if math.isinf(b)]
     return (None if len(unbounded) == len(bound) else bound), unbounded
+
+
+def _hold_to(route: Route, bound: FloatArray | None) -> None:
+    """Give a contact route the torques' bounds: its kernel then checks the outputs against them in the call
+    that computes them (ContactRoute.verdict), in place of _finite and DynamicsPipeline._out_of_range."""
+    if isinstance(route, ContactRoute):
+        route.bound = np.full(route.model.n, np.inf) if bound is None else np.ascontiguousarray(bound, np.float64)
 
 
 def _offenders(stats: PipelineStats) -> str:
@@ -209,7 +216,12 @@ class DynamicsPipeline:
         if self._contact_observer is not None and self._floating:  # and the base's force beyond the contacts
             self._thresholds = np.append(self._thresholds, self.config.external_force_threshold)
         self._observer = self._new_observer(self._dynamics)
+        self._observed_tau = np.zeros(n_base + n)  # the observer's applied forces (_observe)
         self._effort_bound, unbounded = _effort_bound(model, self.config.effort_limit_factor)
+        _hold_to(self._route, self._effort_bound)
+        # (finite, in range) of the latest outputs as their route checked them, or None: _finite and
+        # _out_of_range then check them here.
+        self._verdict: tuple[bool, bool] | None = None
         # Said once by whoever runs the pipeline (the node at model load).
         self.unchecked_note = (f"no URDF effort limit for joints {unbounded}: their torques are published without "
                                "the effort_limit_factor check" if unbounded and
@@ -230,6 +242,7 @@ class DynamicsPipeline:
         observer = self._new_observer(dynamics)  # starts over: its integral belongs to the old model
         bound, _ = _effort_bound(dynamics.model, self.config.effort_limit_factor)
         route = self._choose_route(dynamics)
+        _hold_to(route, bound)
         self._dynamics, self._route, self._observer, self.collision, self._effort_bound = \
             dynamics, route, observer, None, bound
         if self._contact_observer is not None:
@@ -368,11 +381,11 @@ class DynamicsPipeline:
         if isinstance(active, SkipReason):
             return active
         outputs = self._compute(sample, v, a, pose, ff_state, active)
-        # Checked before the observer takes this sample in.
-        if not _finite(outputs):
+        # Checked before the observer takes this sample in (by the route's kernel when it checked them).
+        verdict, bound = self._verdict, self._effort_bound
+        if not (_finite(outputs) if verdict is None else verdict[0]):
             return SkipReason.NON_FINITE_OUTPUT
-        bound = self._effort_bound
-        if bound is not None and self._out_of_range(outputs, bound):
+        if bound is not None and (verdict is None or not verdict[1]) and self._out_of_range(outputs, bound):
             return SkipReason.EFFORT_OUT_OF_RANGE
         observed = self._observe(sample, v, pose, advances, active)
         if observed is None:
@@ -448,7 +461,10 @@ class DynamicsPipeline:
         if observer.t is None:  # times from the observer's first sample keep float64's ns resolution
             self._observer_origin_ns = sample.stamp_ns
         t = (sample.stamp_ns - self._observer_origin_ns) * 1e-9
-        tau = np.concatenate((np.zeros(6), sample.effort)) if self._floating else sample.effort
+        tau = sample.effort
+        if self._floating:  # [0 (the base: no actuator); effort], in an array of its own (read by the observer only)
+            tau = self._observed_tau
+            tau[6:] = sample.effort
         wrench, contacts = self._measured_wrench, self.contacts
         sensed = False
         if wrench is not None and active is not None and contacts is not None:
@@ -508,6 +524,8 @@ class DynamicsPipeline:
     ) -> DynamicsOutputs:
         """The route's outputs, its contact checks counted."""
         out = route.outputs(q, v, a, effort, pose, active, ff_state=ff_state, algorithms=self._algorithms())
+        verdict = getattr(route, "verdict", None)
+        self._verdict = verdict[1:] if verdict is not None and verdict[0] is out else None
         checks, stats, contacts = out.checks, self.stats, self.contacts
         if checks is None:
             return out

@@ -22,7 +22,7 @@ _WRENCH = types.float64[:, :, ::1]  # f_body (1, nb, 6)
 
 def _signature(name: str) -> tuple:
     """(kernel, its one signature) by name."""
-    from ..constraints import fast as constraints, fast_closures, fast_minimisers
+    from ..constraints import fast as constraints, fast_closures, fast_minimisers, fast_sample
     from ..derivatives import fast as derivatives, time_fast
     from . import aba, coriolis, crba, observer, regressor, rnea
 
@@ -44,6 +44,10 @@ def _signature(name: str) -> tuple:
         "constrained_terms_one": (constraints.constrained_terms_one,
                                   types.int64(model, ints, _MAT, _VEC, _VEC, _VEC, _VEC, _VEC, _MAT, flags, flags, _VEC,
                                               b, b, f, b, _VEC, _VEC)),
+        # constrained_terms_one with the checks of what a node publishes: (..., up, bound, mu, tau, out, verdict)
+        "contact_sample_one": (fast_sample.contact_sample_one,
+                               types.int64(model, ints, _MAT, _VEC, _VEC, _VEC, _VEC, _VEC, _MAT, flags, flags, _VEC,
+                                           b, b, f, b, _VEC, _VEC, f, _VEC, _VEC, ints)),
         # any constraint set (loop closures): (handle, ci, cb, cf, scratch, ...) of fast_closures.ClosureArrays
         "constraint_terms_many": (fast_closures.constraint_terms_many,
                                   types.int64(model, ints, ints, _MAT, _VEC, _MAT, _MAT, _WRENCH, types.boolean[:, ::1],

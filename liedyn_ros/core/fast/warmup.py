@@ -28,11 +28,12 @@ __all__ = ["CONTACT_KERNELS", "LOOP_CONTACT_KERNELS", "LOOP_KERNELS", "NODE_KERN
 # The kernels of one sample of rnea, gravity and aba (the node without contacts; its momentum
 # observer adds "observer_one").
 NODE_KERNELS = ("rnea_one", "gravity_one", "hybrid_one")
-# With contacts: the whole contact sample, the general path's constrained rnea and aba (the
-# reference source, flight), the contact frames and Jacobian (flight, the kinematic contact source,
-# foot sensors' forces) and the momentum observer's fit of the contact forces (pipeline.observed).
-CONTACT_KERNELS = ("constrained_terms_one", "constrained_rnea_one", "constrained_aba_one", "contact_kinematics_many",
-                   "contact_fit_many")
+# With contacts: the whole contact sample (the node's, with the checks of its outputs: contact_sample_one;
+# the replay's blocks: constrained_terms_one), the general path's constrained rnea and aba (the reference
+# source, flight), the contact frames and Jacobian (flight, the kinematic contact source, foot sensors'
+# forces) and the momentum observer's fit of the contact forces (pipeline.observed).
+CONTACT_KERNELS = ("constrained_terms_one", "contact_sample_one", "constrained_rnea_one", "constrained_aba_one",
+                   "contact_kinematics_many", "contact_fit_many")
 # With loop closures (pipeline.routes.loops, the core's readable constrained paths): two batch
 # kernels of core.dynamics' general path, rnea_many (core.constrained_rnea of the motion and the
 # robot at rest, one stacked call) and hybrid_many (core.constrained_aba's M^-1 A^T, m solves in one

@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from liedyn_ros import core
+from liedyn_ros.core.constraints.fast_sample import CheckedTermsKernel
 from liedyn_ros.pipeline.compute import (
     DynamicsOutputs,
     compute_outputs,
@@ -37,7 +38,6 @@ from liedyn_ros.pipeline.contacts import (
     check_forces,
     check_wrenches,
     contact_wrenches,
-    inside_cones,
 )
 from liedyn_ros.pipeline.payload import Dynamics
 
@@ -47,15 +47,23 @@ _BALANCED.flags.writeable = _UNBALANCED.flags.writeable = False
 
 
 class ContactRoute:
-    """The contacts of one model: its constraint set and compiled kernel (core.TermsKernel: no
-    state check, the base balanced in the least-squares sense where no force balances it), made
-    once, and the slices of the kernel's output that make the outputs."""
+    """The contacts of one model: its constraint set and compiled kernel (core.TermsKernel, with the
+    checks of what the node publishes: core.constraints.fast_sample; no state check, the base balanced in
+    the least-squares sense where no force balances it), made once, and the slices of the kernel's output
+    that make the outputs.
+
+    ``bound`` (n,): the torques' bounds the node holds the outputs to (inf: none; the pipeline sets it).
+    ``verdict``: (outputs, finite, in range) of the latest sample the kernel checked itself (the node's
+    pipeline.stream._finite and the bound check, made in the same compiled call), or None."""
 
     def __init__(self, dynamics: Dynamics, contacts: Contacts, solution: str = "min_torque") -> None:
         model = self.model = dynamics.model
         self.friction, self.contacts, self.solution = dynamics.friction, contacts, solution
-        self.kernel = kernel = core.TermsKernel(model, contacts.on(model), solution=solution, tol=np.inf,
-                                                balance="least_squares")
+        self.kernel = kernel = CheckedTermsKernel(model, contacts.on(model), solution=solution, tol=np.inf,
+                                                  balance="least_squares")
+        self.bound = np.full(model.n, np.inf)
+        self.verdict: tuple[DynamicsOutputs, bool, bool] | None = None
+        self._checks = np.zeros(3, dtype=np.int64)  # the kernel's verdict: finite, in range, inside the cones
         nb, L = model.nv - model.n, kernel.layout
         self._nb = nb
         self._tau = np.zeros(model.nv)  # the kernel's tau input: zero on the base, the efforts per sample
@@ -89,30 +97,30 @@ class ContactRoute:
         what the kernel declines by the general path."""
         if True not in active.tolist():
             return self.general(q, v, a, effort, pose, active)  # flight: the unconstrained outputs
-        tau = None
-        if effort is not None:
-            tau = self._tau
-            tau[self._joints] = rigid_body_effort(self.model, v, effort, self.friction)
+        friction, contacts = self.friction, self.contacts
+        net = effort if friction is None or effort is None else rigid_body_effort(self.model, v, effort, friction)
         out = np.empty(self.kernel.size)  # not kept between samples: the outputs are views of it
-        if not self.kernel(q, v, a, tau, pose, active, out):  # declined (see core.TermsKernel): the general path
-            return self.general(q, v, a, effort, pose, active)
+        checks = self._checks
+        if not self.kernel.checked(q, v, a, net, pose, active, self.bound, contacts.mu, out, checks):
+            return self.general(q, v, a, effort, pose, active)  # declined (see core.TermsKernel): the general path
+        finite, in_range, inside = checks.tolist()
         tau_ff, tau_free = out[self._tau_ff], out[self._tau_free]
-        if self.friction is not None:  # compensated on the contact-consistent torques too
-            extra = core.friction_torque(self.friction, v[self._joints])
+        if friction is not None:  # compensated on the contact-consistent torques too (then checked by the caller)
+            extra = core.friction_torque(friction, v[self._joints])
             tau_ff, tau_free = tau_ff + extra, tau_free + extra
-        contacts = self.contacts
-        forces = out[self._forces]
-        if inside_cones(contacts, forces.tolist()):  # most samples: every foot inside its cone
+        if inside:  # most samples: every foot pushes inside its cone (no tolerance needed)
             pulling = slipping = contacts.clear
         else:
-            k = contacts.k
+            k, forces = contacts.k, out[self._forces]
             pulling, slipping = check_forces(contacts, forces[:k], forces[k:], active)
         base = self._base_wrench
-        return DynamicsOutputs(
+        outputs = DynamicsOutputs(
             tau_ff, out[self._tau_g], None if effort is None else out[self._qdd], None if base is None else out[base],
             None if effort is None or base is None else out[self._base_acc], active,
             out[self._wrench].reshape(self._wrenches), tau_free,
             ContactChecks(pulling, slipping, _UNBALANCED if out.item(self._residual) > UNBALANCED_RTOL else _BALANCED))
+        self.verdict = None if friction is not None else (outputs, finite == 1, in_range == 1)
+        return outputs
 
     def block(self, q: FloatArray, v: FloatArray, a: FloatArray, effort: FloatArray | None,
               pose: FloatArray | None, active: BoolArray) -> DynamicsOutputs:
