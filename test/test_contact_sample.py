@@ -137,7 +137,7 @@ def test_the_pipeline_publishes_and_skips_as_with_its_python_checks(solo, monkey
     assert kernel[1] == python[1]
     skipped = kernel[1]["skipped"]
     assert skipped.get(SkipReason.NON_FINITE_OUTPUT) and skipped.get(SkipReason.EFFORT_OUT_OF_RANGE)
-    assert kernel[1]["contact_pulling"] + kernel[1]["contact_slipping"] > 0
+    assert kernel[1]["contact_pulling"] + kernel[1]["contact_slipping"] > 0 and kernel[1]["collisions"] > 0
     for a, b in zip(kernel[0], python[0]):
         assert (a is None) == (b is None)
         if a is not None:
