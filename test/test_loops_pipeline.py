@@ -5,6 +5,7 @@ constraintDynamics (a KKT system for the torques); on a fixed base, and on a flo
 by a flat contact under the ground link (the same torques) or in flight; bad configuration."""
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -177,17 +178,15 @@ def test_floating_five_bar_standing_on_its_ground_link_and_in_flight(fixed: Refe
     assert flying.base_acc_pred[5] < -9.0  # falls, its loop closed
 
 
-def test_compiled_minimisers_equal_the_readable_ones_on_the_five_bar(fixed: Reference, floating: Reference,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """The route's outputs with the compiled least-norm minimisers (fast_minimisers; the point loop has
-    rank 2 of 3) equal those of the numpy ones (the kernels declining), fixed, standing and in flight."""
-    from liedyn_ros.core.fast.entry import single
+def five_bar_calls(fixed: Reference, floating: Reference, seed: int) -> tuple[dict[str, Any], SimpleNamespace]:
+    """The loop route's three five-bar cases (fixed; floating, standing on its flat ground contact; in
+    flight) on one random state: {case: call}, and the routes, state and effort the calls use."""
     from liedyn_ros.pipeline.contacts import resolve_contacts
     from liedyn_ros.pipeline.loops import resolve_loops
     from liedyn_ros.pipeline.payload import Dynamics
     from liedyn_ros.pipeline.routes.loops import LoopRoute
 
-    rng = np.random.default_rng(7)
+    rng = np.random.default_rng(seed)
     q, v_j, a_j = state(fixed, rng)
     effort = rng.normal(size=4)
     fm = floating.t.model
@@ -200,6 +199,17 @@ def test_compiled_minimisers_equal_the_readable_ones_on_the_five_bar(fixed: Refe
     calls = {"fixed": lambda: fixed_route.outputs(q, v_j, a_j, effort, None, None),
              "standing": lambda: floating_route.outputs(q, v, a, effort, pose, np.array([True])),
              "in flight": lambda: floating_route.outputs(q, v, a, effort, pose, np.array([False]))}
+    return calls, SimpleNamespace(fixed_route=fixed_route, floating_route=floating_route, q=q, v_j=v_j, v=v, a=a,
+                                  effort=effort)
+
+
+def test_compiled_minimisers_equal_the_readable_ones_on_the_five_bar(fixed: Reference, floating: Reference,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The route's outputs with the compiled least-norm minimisers (fast_minimisers; the point loop has
+    rank 2 of 3) equal those of the numpy ones (the kernels declining), fixed, standing and in flight."""
+    from liedyn_ros.core.fast.entry import single
+
+    calls, _ = five_bar_calls(fixed, floating, 7)
     for name, call in calls.items():
         with monkeypatch.context() as patch:
             readable_minimisers_fail(patch)
@@ -278,25 +288,11 @@ def test_inputs_are_checked_once_per_constrained_call(fixed: Reference, floating
     from liedyn_ros import core
     from liedyn_ros.core import checks
     from liedyn_ros.core.constraints import state as constraint_state
-    from liedyn_ros.pipeline.contacts import resolve_contacts
-    from liedyn_ros.pipeline.loops import resolve_loops
-    from liedyn_ros.pipeline.payload import Dynamics
     from liedyn_ros.pipeline.routes import loops as loop_route
-    from liedyn_ros.pipeline.routes.loops import LoopRoute
 
-    rng = np.random.default_rng(8)
-    q, v_j, a_j = state(fixed, rng)
-    effort = rng.normal(size=4)
-    fm = floating.t.model
-    config = PipelineConfig(contact_links=("ground",), contact_types=("flat",), base_link="ground", **LOOP)
-    pose = np.eye(4)
-    pose[2, 3] = 0.3
-    v, a = np.concatenate([np.zeros(6), v_j]), np.concatenate([np.zeros(6), a_j])
-    fixed_route = LoopRoute(Dynamics(fixed.t.model, None), resolve_loops(fixed.t.model, PipelineConfig(**LOOP), None))
-    floating_route = LoopRoute(Dynamics(fm, None), resolve_loops(fm, config, resolve_contacts(fm, config)))
-    calls = {"fixed": lambda: fixed_route.outputs(q, v_j, a_j, effort, None, None),
-             "standing": lambda: floating_route.outputs(q, v, a, effort, pose, np.array([True])),
-             "in flight": lambda: floating_route.outputs(q, v, a, effort, pose, np.array([False]))}
+    calls, five = five_bar_calls(fixed, floating, 8)
+    fixed_route, floating_route, fm = five.fixed_route, five.floating_route, floating.t.model
+    q, v_j, v, a, effort = five.q, five.v_j, five.v, five.a, five.effort
     count = [0]
     real = checks.prepare
 
