@@ -19,19 +19,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from ..fast import OK
-from ..fast.entry import single
-from ..fast.kinematics import BAD_INPUT, model_arrays, sizes
+from ..fast.kinematics import BAD_INPUT, OK, model_arrays, sizes
 from ..fast.spatial import ijit, jit
-from ..model import Model
 from .fast import constrained_terms_one
-from .terms import TermsKernel
 
-__all__ = ["CheckedTermsKernel", "contact_sample_one"]
-
-_ndarray = np.ndarray
+__all__ = ["contact_sample_one"]
 
 
 @ijit
@@ -99,33 +91,3 @@ def contact_sample_one(handle, ci, cf, sc, q, v, a, effort, T, active, passive, 
             break
     verdict[2] = inside
     return OK
-
-
-class CheckedTermsKernel(TermsKernel):
-    """A TermsKernel (its constructor's arguments) whose :meth:`checked` also gives the verdict of
-    `contact_sample_one` on the terms, for a node that checks them before it publishes them."""
-
-    def __init__(self, model: Model, constraints, **options) -> None:
-        super().__init__(model, constraints, **options)
-        self._tau = np.zeros(model.nv)  # the kernel's tau input, written by it from the efforts
-        self._no_effort = np.zeros(model.n)
-
-    def checked(self, q, v, a, effort, base_pose, active, bound, mu: float, out, verdict) -> bool:
-        """Like the call (tau = [0; effort], effort (n,) or None) into ``out`` of ``self.size``, and verdict
-        (3,) int64 <- (finite, in range, inside) against bound (n,) and mu; False as the call, verdict then
-        unwritten."""
-        static = self._static
-        if static is None:
-            return False
-        _, handle, ci, cf, scratch, p, w, min_force, tol, least_squares, up, fixed, identity, all_active = static
-        if (base_pose is None) is not fixed or type(q) is not _ndarray:
-            return False
-        has_tau = effort is not None
-        try:
-            return single.contact_sample_one(handle, ci, cf, scratch, q, v, a, effort if has_tau else self._no_effort,
-                                             identity if base_pose is None else base_pose,
-                                             all_active if active is None else active, p, w, min_force, has_tau, tol,
-                                             least_squares, up, bound, mu, self._tau, out, verdict) == OK
-        except TypeError:  # not float64 vectors, a bool mask, a batch: the caller's other path
-            return False
-

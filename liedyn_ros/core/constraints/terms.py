@@ -19,7 +19,7 @@ from .jacobian import constraint_frames, constraint_jacobian
 from .state import per_sample
 from .wrenches import constraint_wrenches, contact_forces
 
-__all__ = ["ConstrainedTerms", "TermsKernel", "TermsLayout", "constrained_terms", "terms_layout"]
+__all__ = ["CheckedTermsKernel", "ConstrainedTerms", "TermsKernel", "TermsLayout", "constrained_terms", "terms_layout"]
 
 
 class ConstrainedTerms(NamedTuple):
@@ -217,3 +217,34 @@ def _fast(model: Model, cs, q, v, a, tau, base_pose, active, passive, solution, 
 
     out = per_sample(model, cs, q, vectors, base_pose, active, (kernel.size,), step)
     return None if out is None else _split(out[0], kernel.layout, has_tau)
+
+
+class CheckedTermsKernel(TermsKernel):
+    """A TermsKernel (its constructor's arguments) whose :meth:`checked` also gives the verdict of
+    `constraints.fast_sample.contact_sample_one` on the terms, for a node that checks them before it
+    publishes them."""
+
+    def __init__(self, model: Model, constraints, **options) -> None:
+        super().__init__(model, constraints, **options)
+        self._tau = np.zeros(model.nv)  # the kernel's tau input, written by it from the efforts
+        self._no_effort = np.zeros(model.n)
+
+    def checked(self, q, v, a, effort, base_pose, active, bound, mu: float, out, verdict) -> bool:
+        """Like the call (tau = [0; effort], effort (n,) or None) into ``out`` of ``self.size``, and verdict
+        (3,) int64 <- (finite, in range, inside) against bound (n,) and mu; False as the call, verdict then
+        unwritten."""
+        static = self._static
+        if static is None:
+            return False
+        _, handle, ci, cf, scratch, p, w, min_force, tol, least_squares, up, fixed, identity, all_active = static
+        if (base_pose is None) is not fixed or type(q) is not np.ndarray:
+            return False
+        has_tau = effort is not None
+        try:
+            return single.contact_sample_one(handle, ci, cf, scratch, q, v, a, effort if has_tau else self._no_effort,
+                                             identity if base_pose is None else base_pose,
+                                             all_active if active is None else active, p, w, min_force, has_tau, tol,
+                                             least_squares, up, bound, mu, self._tau, out, verdict) == OK
+        except TypeError:  # not float64 vectors, a bool mask, a batch: the caller's other path
+            return False
+

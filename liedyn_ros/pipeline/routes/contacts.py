@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from liedyn_ros import core
-from liedyn_ros.core.constraints.fast_sample import CheckedTermsKernel
+from liedyn_ros.core.constraints.terms import CheckedTermsKernel
 from liedyn_ros.pipeline.compute import (
     DynamicsOutputs,
     compute_outputs,
