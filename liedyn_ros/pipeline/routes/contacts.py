@@ -66,7 +66,6 @@ class ContactRoute:
         self._checks = np.zeros(3, dtype=np.int64)  # the kernel's verdict: finite, in range, inside the cones
         nb, L = model.nv - model.n, kernel.layout
         self._nb = nb
-        self._tau = np.zeros(model.nv)  # the kernel's tau input: zero on the base, the efforts per sample
         self._joints = slice(nb, model.nv)
         self._tau_ff, self._tau_free, self._tau_g, self._qdd = (slice(s.start + nb, s.stop)
                                                                 for s in (L.tau, L.tau_r, L.tau_g, L.a))
@@ -129,7 +128,7 @@ class ContactRoute:
         B = active.shape[0]
         out = np.full((B, self.kernel.size), np.nan)
         done = np.zeros(B, dtype=bool)
-        tau_in = self._tau.copy()
+        tau_in = np.zeros(self.model.nv)  # the kernel's tau: zero on the base, each row's efforts
         net = None if effort is None else rigid_body_effort(self.model, v, effort, self.friction)
         efforts = [None] * B if net is None else [e if np.isfinite(e).all() else None for e in net]
         flying = np.asarray(~active.any(axis=-1))  # the general path's unconstrained outputs
