@@ -73,13 +73,13 @@ def test_verdict_equals_the_readable_checks(solo, feet) -> None:
     active = np.ones(len(feet), dtype=bool)
     for q, v, a, effort, pose in states(solo, rng, 90):
         bound = rng.uniform(0.5, 200.0, solo.n)
-        route.bound = bound
+        route.hold_to(bound)
         outputs = route.outputs(q, v, a, effort, pose, active)
-        assert route.verdict is not None and route.verdict[0] is outputs, "the compiled sample declined"
+        assert route.verdict is not None, "the compiled sample declined"
         terms = np.empty(route.kernel.size)
         assert route.kernel(q, v, a, np.concatenate((np.zeros(6), effort)), pose, active, terms)
         finite, in_range, inside = readable_verdict(route, outputs, bound, terms)
-        assert route.verdict[1:] == (finite, in_range)
+        assert route.verdict == (finite, in_range)
         # inside the cones: pulling and slipping are the shared all-clear flags, without check_forces
         assert (outputs.checks.pulling is contacts.clear and outputs.checks.slipping is contacts.clear) == inside
         seen["finite" if finite else "overflow"] += 1
@@ -145,3 +145,28 @@ def test_the_pipeline_publishes_and_skips_as_with_its_python_checks(solo, monkey
                 if isinstance(x, np.ndarray):
                     assert x.tobytes() == y.tobytes()
             assert a[1].tobytes() == b[1].tobytes() and a[2] == b[2]
+
+
+def test_a_verdict_belongs_to_the_latest_outputs_only(solo) -> None:
+    """pipeline.routes.Route: after a checked sample, outputs the kernel did not check (flight, the reference
+    state) leave no verdict behind; the observer's route answers its inner route's; the open tree checks none."""
+    from liedyn_ros.pipeline.observed import ContactObserver
+    from liedyn_ros.pipeline.routes import FreeRoute, ObservedRoute
+
+    contacts = resolve_contacts(solo, PipelineConfig(base_link="base_link", contact_links=FEET))
+    route = ContactRoute(Dynamics(solo, None, None), contacts)
+    observed = ObservedRoute(route, ContactObserver(contacts, 1.0, 0.5, True))
+    observed.hold_to(np.full(solo.n, 0.5))  # the inner route's bounds: the fast joints below exceed them
+    q, v, a, effort, pose = states(solo, np.random.default_rng(3), 1)[0]
+    down, up = np.ones(4, dtype=bool), np.zeros(4, dtype=bool)
+    v[6:] = 50.0
+    for call, expected in ((lambda: observed.outputs(q, v, a, effort, pose, down), (True, False)),
+                           (lambda: route.outputs(q, v, a, effort, pose, up), None),  # flight: the general path
+                           (lambda: route.outputs(q, v, a, effort, pose, down), (True, False)),
+                           (lambda: route.outputs(q, v, a, effort, pose, down, ff_state=(q, v)), None)):
+        call()
+        assert route.verdict == observed.verdict == expected
+    free = FreeRoute(Dynamics(solo, None, None))
+    free.hold_to(np.full(solo.n, 0.5))
+    free.outputs(q, v, a, effort, pose)
+    assert free.verdict is None

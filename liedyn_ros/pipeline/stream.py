@@ -29,7 +29,7 @@ from liedyn_ros.pipeline.observed import ContactObserver, event_residual, measur
 from liedyn_ros.pipeline.estimate import AccelerationEstimator
 from liedyn_ros.pipeline.pair import BaseState, Reference, decode_odometry, decode_reference, pair_odometry
 from liedyn_ros.pipeline.payload import Dynamics
-from liedyn_ros.pipeline.routes import ContactRoute, Route, armature_of, choose_route
+from liedyn_ros.pipeline.routes import Route, armature_of, choose_route
 
 
 class PipelineOutput(NamedTuple):
@@ -107,13 +107,6 @@ def _effort_bound(model: Any, factor: float) -> tuple[FloatArray | None, list[st
     bound = factor * urdf_limit(model.effort_limit)
     unbounded = [name for name, b in zip(model.joint_names, bound) if math.isinf(b)]
     return (None if len(unbounded) == len(bound) else bound), unbounded
-
-
-def _hold_to(route: Route, bound: FloatArray | None) -> None:
-    """Give a contact route the torques' bounds: its kernel then checks the outputs against them in the call
-    that computes them (ContactRoute.verdict), in place of _finite and DynamicsPipeline._out_of_range."""
-    if isinstance(route, ContactRoute):
-        route.bound = np.full(route.model.n, np.inf) if bound is None else np.ascontiguousarray(bound, np.float64)
 
 
 def _offenders(stats: PipelineStats) -> str:
@@ -218,7 +211,7 @@ class DynamicsPipeline:
         self._observer = self._new_observer(self._dynamics)
         self._observed_tau = np.zeros(n_base + n)  # the observer's applied forces (_observe)
         self._effort_bound, unbounded = _effort_bound(model, self.config.effort_limit_factor)
-        _hold_to(self._route, self._effort_bound)
+        self._route.hold_to(self._effort_bound)  # a route may check its outputs against them (routes.Route)
         # (finite, in range) of the latest outputs as their route checked them, or None: _finite and
         # _out_of_range then check them here.
         self._verdict: tuple[bool, bool] | None = None
@@ -242,7 +235,7 @@ class DynamicsPipeline:
         observer = self._new_observer(dynamics)  # starts over: its integral belongs to the old model
         bound, _ = _effort_bound(dynamics.model, self.config.effort_limit_factor)
         route = self._choose_route(dynamics)
-        _hold_to(route, bound)
+        route.hold_to(bound)
         self._dynamics, self._route, self._observer, self.collision, self._effort_bound = \
             dynamics, route, observer, None, bound
         if self._contact_observer is not None:
@@ -524,8 +517,7 @@ class DynamicsPipeline:
     ) -> DynamicsOutputs:
         """The route's outputs, its contact checks counted."""
         out = route.outputs(q, v, a, effort, pose, active, ff_state=ff_state, algorithms=self._algorithms())
-        verdict = getattr(route, "verdict", None)
-        self._verdict = verdict[1:] if verdict is not None and verdict[0] is out else None
+        self._verdict = route.verdict
         checks, stats, contacts = out.checks, self.stats, self.contacts
         if checks is None:
             return out

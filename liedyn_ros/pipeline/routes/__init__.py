@@ -2,7 +2,8 @@
 
 One object per route, made once per model with what it needs, each answering
 ``route.outputs(q, v, a, effort, pose, active, *, ff_state=None, algorithms=None)`` for one sample
-(q (n,)) or a block (q (N, n)) alike (:class:`Route`)::
+(q (n,)) or a block (q (N, n)) alike, and ``route.hold_to(bound)`` / ``route.verdict`` for the
+checks of what the node publishes (:class:`Route`)::
 
     free      FreeRoute       the open tree (pipeline.compute.compute_outputs)
     contacts  ContactRoute    the active contacts held still: the compiled kernel per sample, the
@@ -34,7 +35,18 @@ from liedyn_ros.pipeline.routes.observed import ObservedRoute
 class Route(Protocol):
     """What every route answers: the outputs of one sample or a block (``active`` the contacts'
     state, None without contacts; ``ff_state`` (q_ff, v_ff) the feedforward's state;
-    ``algorithms`` core.reference while the kernels compile)."""
+    ``algorithms`` core.reference while the kernels compile).
+
+    The node publishes a sample only if its outputs are finite and no torque exceeds its bound
+    (pipeline.stream). A route may make those checks in the call that computes the outputs:
+    ``hold_to(bound)`` gives it the bounds ((n,), inf: none; None: no bound), and ``verdict`` is
+    (finite, in range) of the outputs of the latest ``outputs`` call as the route checked them, or
+    None when it did not check them (the caller then checks)."""
+
+    @property
+    def verdict(self) -> tuple[bool, bool] | None: ...
+
+    def hold_to(self, bound: FloatArray | None) -> None: ...
 
     def outputs(self, q: FloatArray, v: FloatArray, a: FloatArray, effort: FloatArray | None,
                 pose: FloatArray | None, active: Any, *, ff_state: tuple[FloatArray, FloatArray] | None = None,

@@ -52,9 +52,10 @@ class ContactRoute:
     the least-squares sense where no force balances it), made once, and the slices of the kernel's output
     that make the outputs.
 
-    ``bound`` (n,): the torques' bounds the node holds the outputs to (inf: none; the pipeline sets it).
-    ``verdict``: (outputs, finite, in range) of the latest sample the kernel checked itself (the node's
-    pipeline.stream._finite and the bound check, made in the same compiled call), or None."""
+    ``bound`` (n,): the torques' bounds the node holds the outputs to (inf: none; :meth:`hold_to`).
+    ``verdict``: (finite, in range) of the latest outputs when the kernel checked them itself (the node's
+    pipeline.stream._finite and the bound check, made in the same compiled call), else None
+    (pipeline.routes.Route)."""
 
     def __init__(self, dynamics: Dynamics, contacts: Contacts, solution: str = "min_torque") -> None:
         model = self.model = dynamics.model
@@ -62,7 +63,7 @@ class ContactRoute:
         self.kernel = kernel = CheckedTermsKernel(model, contacts.on(model), solution=solution, tol=np.inf,
                                                   balance="least_squares")
         self.bound = np.full(model.n, np.inf)
-        self.verdict: tuple[DynamicsOutputs, bool, bool] | None = None
+        self.verdict: tuple[bool, bool] | None = None
         self._checks = np.zeros(3, dtype=np.int64)  # the kernel's verdict: finite, in range, inside the cones
         nb, L = model.nv - model.n, kernel.layout
         self._nb = nb
@@ -81,10 +82,11 @@ class ContactRoute:
         """One sample (q (n,), ``active`` (k,)) or a block (q (N, n), ``active`` (N, k)); ``ff_state``
         (q_ff, v_ff) the feedforward's state; ``algorithms`` core.reference while the kernels
         compile (the core's readable paths only)."""
+        if algorithms is None and ff_state is None and type(active) is np.ndarray and active.ndim == 1:
+            return self.sample(q, v, a, effort, pose, active)
+        self.verdict = None  # checked by the caller
         if algorithms is not None:
             return self.general(q, v, a, effort, pose, np.asarray(active, dtype=bool), ff_state, fast=False)
-        if ff_state is None and type(active) is np.ndarray and active.ndim == 1:
-            return self.sample(q, v, a, effort, pose, active)
         active = np.asarray(active, dtype=bool)
         if ff_state is None and active.ndim == 2 and np.ndim(q) == 2:
             return self.block(q, v, a, effort, pose, active)
@@ -92,8 +94,9 @@ class ContactRoute:
 
     def sample(self, q: FloatArray, v: FloatArray, a: FloatArray, effort: FloatArray | None,
                pose: FloatArray | None, active: BoolArray) -> DynamicsOutputs:
-        """One sample: the compiled kernel, every term on one evaluation of the contacts; flight and
-        what the kernel declines by the general path."""
+        """One sample: the compiled kernel, every term on one evaluation of the contacts, and its checks
+        (:attr:`verdict`); flight and what the kernel declines by the general path (no verdict)."""
+        self.verdict = None
         if True not in active.tolist():
             return self.general(q, v, a, effort, pose, active)  # flight: the unconstrained outputs
         friction, contacts = self.friction, self.contacts
@@ -118,8 +121,13 @@ class ContactRoute:
             None if effort is None or base is None else out[self._base_acc], active,
             out[self._wrench].reshape(self._wrenches), tau_free,
             ContactChecks(pulling, slipping, _UNBALANCED if out.item(self._residual) > UNBALANCED_RTOL else _BALANCED))
-        self.verdict = None if friction is not None else (outputs, finite == 1, in_range == 1)
+        if friction is None:  # (with friction, tau_ff and tau_free change after the kernel's checks)
+            self.verdict = (finite == 1, in_range == 1)
         return outputs
+
+    def hold_to(self, bound: FloatArray | None) -> None:
+        """The torques' bounds (n,) the kernel checks the outputs against (None: none)."""
+        self.bound = np.full(self.model.n, np.inf) if bound is None else np.ascontiguousarray(bound, np.float64)
 
     def block(self, q: FloatArray, v: FloatArray, a: FloatArray, effort: FloatArray | None,
               pose: FloatArray | None, active: BoolArray) -> DynamicsOutputs:

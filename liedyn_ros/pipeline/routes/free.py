@@ -8,10 +8,12 @@ from typing import Any
 from liedyn_ros.pipeline.compute import DynamicsOutputs, compute_outputs
 from liedyn_ros.pipeline.config import FloatArray
 from liedyn_ros.pipeline.payload import Dynamics
+from liedyn_ros.pipeline.routes.unchecked import Unchecked
 
 
-class FreeRoute:
-    """The open tree of one model: its friction and rotor inertia (``armature`` (n,) or None)."""
+class FreeRoute(Unchecked):
+    """The open tree of one model: its friction and rotor inertia (``armature`` (n,) or None); its
+    outputs checked by the caller."""
 
     def __init__(self, dynamics: Dynamics, armature: FloatArray | None = None) -> None:
         self.dynamics, self.armature = dynamics, armature

@@ -40,13 +40,14 @@ from liedyn_ros.pipeline.config import FloatArray
 from liedyn_ros.pipeline.contacts import ContactChecks, check_wrenches, contact_wrenches
 from liedyn_ros.pipeline.loops import Loops, base_held, closest_loop_forces
 from liedyn_ros.pipeline.payload import Dynamics
+from liedyn_ros.pipeline.routes.unchecked import Unchecked
 
 BoolArray = NDArray[np.bool_]
 
 
-class LoopRoute:
+class LoopRoute(Unchecked):
     """The loops (with their contacts) of one model: its constraint set and its passive joints'
-    mask, made once."""
+    mask, made once; its outputs checked by the caller."""
 
     def __init__(self, dynamics: Dynamics, loops: Loops, solution: str = "min_torque") -> None:
         model = self.model = dynamics.model

@@ -23,6 +23,14 @@ class ObservedRoute:
     def __init__(self, inner: ContactRoute | LoopRoute, observer: ContactObserver) -> None:
         self.inner, self.observer = inner, observer
 
+    @property
+    def verdict(self) -> tuple[bool, bool] | None:
+        """The inner route's checks of the latest outputs (pipeline.routes.Route)."""
+        return self.inner.verdict
+
+    def hold_to(self, bound: FloatArray | None) -> None:
+        self.inner.hold_to(bound)
+
     def outputs(self, q: FloatArray, v: FloatArray, a: FloatArray, effort: FloatArray | None,
                 pose: FloatArray | None, active: Any = None, *,
                 ff_state: tuple[FloatArray, FloatArray] | None = None, algorithms: Any = None) -> DynamicsOutputs:
