@@ -132,3 +132,39 @@ def test_observer_beyond_equals_its_numpy_path() -> None:
     rest, _ = given.beyond(m, straight, T[:1], r[:1], active[:1])
     lam_ref, A_ref = pipeline.contact_estimate(m, contacts, straight, T[:1], r[:1])
     assert_close(rest, pipeline.residual_beyond(m, contacts, r[:1], A_ref, lam_ref, active[:1]), 1e-12, "straight")
+
+
+def test_a_contact_on_the_root_link_takes_no_force(monkeypatch) -> None:
+    """A contact on the root link (a trunk lying on the ground, the ground link of a closed chain) has no joint
+    columns in A: the least-norm fit of the joint rows (numpy's least squares) gives it no force, so the whole
+    residual is beyond it, and the observer's source never sees it down. The compiled fit declines such a set
+    (A_j A_j^T singular); the observer answers without the pseudo-inverse, as that would."""
+    rng = np.random.default_rng(5)
+    m = twin("solo12").model
+    contacts = pipeline.resolve_contacts(m, pipeline.PipelineConfig(
+        base_link="base_link", contact_links=("base_link",), contact_types=("flat",)))
+    assert contacts is not None
+    N = 6
+    q = rng.uniform(-1.0, 1.0, size=(N, m.n))
+    T = np.stack([random_pose(rng) for _ in range(N)])
+    r = rng.normal(size=(N, m.nv)) * 5
+    A = core.constraint_jacobian(m, q, contacts.on(m), base_pose=T)
+    assert A[..., :6].any() and not A[..., 6:].any()  # the base's rows only
+    for b in range(N):
+        np.testing.assert_array_equal(np.linalg.lstsq(A[b, :, 6:].T, r[b, 6:], rcond=None)[0], 0.0)
+    active = np.ones((N, 1), dtype=bool)
+    given = pipeline.ContactObserver(contacts, 20.0, 0.5, False)
+    assert given.prepare(m)(q, T, r, active) is None  # declined: the observer answers itself
+    lam_ref, A_ref = pipeline.contact_estimate(m, contacts, q, T, r)
+    want = pipeline.residual_beyond(m, contacts, r, A_ref, lam_ref, active)
+    assert_close(want, r, 0.0, "pseudo-inverse path")
+
+    def forbidden(*args):
+        raise AssertionError("the pseudo-inverse path ran")
+    monkeypatch.setattr(pipeline.observed, "contact_estimate", forbidden)
+    rest, states = given.beyond(m, q, T, r, active)
+    np.testing.assert_array_equal(rest, r)
+    np.testing.assert_array_equal(given.beyond_one(m, q[0], T[0], r[0], active[0]), r[0])
+    rest, states = pipeline.ContactObserver(contacts, 1e-9, 0.5, True).beyond(m, q, T, r, None)
+    np.testing.assert_array_equal(rest, r)
+    assert not states.any()  # no force: never down, whatever the threshold

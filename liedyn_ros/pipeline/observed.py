@@ -130,6 +130,7 @@ class ContactObserver:
         self.contacts, self.source_observer = contacts, source_observer
         self.state = ObservedContacts(contacts.k, threshold, release)
         self._fits: weakref.WeakKeyDictionary[Any, ContactFit] = weakref.WeakKeyDictionary()
+        self._felt: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
     def reset(self) -> None:
         self.state.reset()
@@ -141,6 +142,16 @@ class ContactObserver:
         if fit is None:
             fit = self._fits[model] = ContactFit(model, self.contacts.on(model), self.contacts.up)
         return fit
+
+    def felt(self, model: Any) -> bool:
+        """Whether a contact's force reaches a joint of ``model``. One on the root link (the ground link of a
+        closed chain, a robot lying on its trunk) has no joint columns in A: the joint rows of r say nothing of
+        its force, and the least-norm fit (the pseudo-inverse's) gives it none, while the compiled fit declines
+        (A_j A_j^T singular)."""
+        felt = self._felt.get(model)
+        if felt is None:
+            felt = self._felt[model] = bool((self.contacts.on(model).body_a >= 0).any())
+        return felt
 
     def beyond(self, model: Any, q: FloatArray, base_pose: FloatArray | None, r: FloatArray, active: BoolArray | None,
                measured: bool = False) -> tuple[FloatArray, BoolArray]:
@@ -166,6 +177,11 @@ class ContactObserver:
                 nb = model.nv - model.n
                 fitted.rest[:, nb:] -= np.einsum("nmi,nm->ni", fitted.A[:, :, nb:], fitted.lam * rows)
             return fitted.rest, active
+        if not self.felt(model):  # every force fitted zero: r is all beyond them (and no contact touches down)
+            if self.source_observer:
+                active = self.state.series(np.zeros(np.shape(r)[:-1] + (self.contacts.k,)))
+            assert active is not None
+            return np.array(r, dtype=np.float64), active
         lam, A = contact_estimate(model, self.contacts, q, base_pose, r)
         if self.source_observer:
             active = self.state.series(normal_forces(model, self.contacts, q, base_pose, lam))
@@ -182,6 +198,8 @@ class ContactObserver:
             rest = self.prepare(model).rest_one(q, base_pose, r, active)
             if rest is not None:
                 return rest
+            if not self.felt(model):  # (see beyond)
+                return r
         return self.beyond(model, q[None], None if base_pose is None else base_pose[None], r[None],
                            None if active is None else active[None])[0][0]
 
