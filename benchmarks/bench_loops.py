@@ -1,8 +1,9 @@
-"""CPU time per sample of the loops' route (pipeline.routes.loops) on the five-bar of test_loops_pipeline, all
-compiled (the constraint terms by fast_closures.constraint_terms_many, the least-norm minimisers and flight's closest
-forces by fast_minimisers) against the numpy minimisers (the kernels of fast_minimisers declining: the route before
-them), the numpy terms
-too (jacobian.compiled_terms declining loop sets as well: the route before constraint_terms_many), and the
+"""CPU time per sample of the loops' route (pipeline.routes.loops) on the five-bar of test_loops_pipeline: its sample
+kernel (core.constraints.fast_loop_sample.loop_sample_one, one compiled call per sample) against its general path
+(LoopRoute.general, the sample kernel declining: the route before it), all compiled under it (the constraint terms by
+fast_closures.constraint_terms_many, the least-norm minimisers and flight's closest forces by fast_minimisers), the
+general path with the numpy minimisers (the kernels of fast_minimisers declining: the route before them), with the
+numpy terms too (jacobian.compiled_terms declining loop sets as well: the route before constraint_terms_many), and the
 reference path (algorithms=core.reference, what the node runs while its kernels compile), same run.
 
 Cases: fixed base; floating base standing on a flat contact under its ground link; the same in flight. Each row
@@ -42,6 +43,7 @@ from liedyn_ros.pipeline.payload import Dynamics  # noqa: E402
 from liedyn_ros.pipeline.routes.loops import LoopRoute  # noqa: E402
 
 _COMPILED_TERMS = jacobian.compiled_terms
+_SAMPLE = LoopRoute.sample
 MINIMISERS = ("least_norm_forces_many", "psd_solve_many", "closest_forces_many")
 _COMPILED_MINIMISERS = {name: getattr(single, name) for name in MINIMISERS}
 
@@ -61,8 +63,15 @@ def numpy_minimisers(on: bool) -> None:
         setattr(single, name, (lambda *args: BAD_INPUT) if on else _COMPILED_MINIMISERS[name])
 
 
+def general_path(on: bool) -> None:
+    """Let the route's general path answer its samples (the sample kernel declining), or the sample kernel."""
+    LoopRoute.sample = (lambda *args, **kwargs: None) if on else _SAMPLE  # type: ignore[method-assign]
+
+
 def variant(name: str) -> None:
-    """Set up the named variant: "numpy minimisers", "numpy terms" (both numpy) or any other (all compiled)."""
+    """Set up the named variant: "sample kernel" (the route as it is), "numpy minimisers", "numpy terms" (both
+    numpy, the general path) or any other (the general path, all compiled)."""
+    general_path(name != "sample kernel")
     numpy_terms(name == "numpy terms")
     numpy_minimisers(name in ("numpy minimisers", "numpy terms"))
 
@@ -77,7 +86,7 @@ def cpu_per_call(variants: dict[str, Callable[[], object]], number: int, rounds:
             for _ in range(number):
                 fn()
             times[name].append((time.thread_time() - t) / number)
-    variant("compiled")
+    variant("sample kernel")
     return {name: (min(x), float(np.median(x))) for name, x in times.items()}
 
 
@@ -112,16 +121,16 @@ def main() -> None:
     rng = np.random.default_rng(5)
     print(f"route.outputs, thread CPU per sample (best / median of {args.rounds} x {args.number} calls), "
           f"load {' '.join(f'{x:.1f}' for x in __import__('os').getloadavg())}")
-    names = ("all compiled", "numpy minimisers", "numpy terms", "reference path")
-    print(f"{'case':22s} " + " ".join(f"{k:>20s}" for k in names) + "   ratios to all compiled (best, median)")
+    names = ("sample kernel", "general path", "numpy minimisers", "numpy terms", "reference path")
+    print(f"{'case':22s} " + " ".join(f"{k:>20s}" for k in names) + "   ratios to the sample kernel (best, median)")
     for name, call in cases(rng).items():
-        variants = {k: (lambda call=call: call({})) for k in names[:3]}
+        variants = {k: (lambda call=call: call({})) for k in names[:4]}
         variants["reference path"] = lambda call=call: call({"algorithms": core.reference})
         outputs = []
-        for k in names[:3]:
+        for k in names[:4]:
             variant(k)
             outputs.append(call({}))
-        variant("compiled")
+        variant("sample kernel")
         for out in outputs[1:]:
             for field in ("tau_ff", "tau_g", "qdd_pred"):
                 assert np.allclose(getattr(out, field), getattr(outputs[0], field), rtol=1e-10, atol=1e-10), field

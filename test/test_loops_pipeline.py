@@ -111,9 +111,29 @@ def readable_closest_forces_fail(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(loops, "forces_closest_to", numpy_forces)
 
 
-def test_fixed_five_bar_torques_match_pinocchio_and_reproduce_the_motion(fixed: Reference,
+def one_path(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """The loop route's samples by one path only: "kernel" (core.constraints.fast_loop_sample, LoopRoute.sample;
+    the general path fails if called) or "general" (LoopRoute.general, the core's constrained functions one by one;
+    the sample kernel declining)."""
+    from liedyn_ros.pipeline.routes.loops import LoopRoute
+
+    def general(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the loop route's general path ran where its sample kernel should have answered")
+
+    if path == "kernel":
+        monkeypatch.setattr(LoopRoute, "general", general)
+    else:
+        monkeypatch.setattr(LoopRoute, "sample", lambda *args, **kwargs: None)
+
+
+PATHS = ("kernel", "general")
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_fixed_five_bar_torques_match_pinocchio_and_reproduce_the_motion(fixed: Reference, path: str,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     compiled_terms_only(monkeypatch)
+    one_path(monkeypatch, path)
     rng = np.random.default_rng(5)
     q, v, a = state(fixed, rng)
     effort = rng.normal(size=4)  # the passive joints' entries are not torques: ignored
@@ -146,12 +166,15 @@ def feed(pipe: DynamicsPipeline, q: np.ndarray, v: np.ndarray, effort: np.ndarra
     return pipe.on_joint_state(ros_joint_state(stamp, list(pipe.model.joint_names), q, v[6:], effort)).outputs
 
 
-def test_floating_five_bar_standing_on_its_ground_link_and_in_flight(fixed: Reference, floating: Reference,
+@pytest.mark.parametrize("path", PATHS)
+def test_floating_five_bar_standing_on_its_ground_link_and_in_flight(fixed: Reference, floating: Reference, path: str,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A flat contact under the ground link holds the base: the joint torques are the fixed
     base's (base at rest). In flight (the contact lifted) the loop stays closed, the passive joints
-    unactuated, and the predicted accelerations are Pinocchio's free-flying constrained ones."""
+    unactuated, and the predicted accelerations are Pinocchio's free-flying constrained ones. By the
+    route's sample kernel and by its general path."""
     compiled_terms_only(monkeypatch)
+    one_path(monkeypatch, path)
     rng = np.random.default_rng(6)
     q, v_j, a_j = state(fixed, rng)
     v, a = np.concatenate([np.zeros(6), v_j]), np.concatenate([np.zeros(6), a_j])
@@ -205,11 +228,12 @@ def five_bar_calls(fixed: Reference, floating: Reference, seed: int) -> tuple[di
 
 def test_compiled_minimisers_equal_the_readable_ones_on_the_five_bar(fixed: Reference, floating: Reference,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """The route's outputs with the compiled least-norm minimisers (fast_minimisers; the point loop has
-    rank 2 of 3) equal those of the numpy ones (the kernels declining), fixed, standing and in flight."""
+    """The route's general path with the compiled least-norm minimisers (fast_minimisers; the point loop has
+    rank 2 of 3) equals itself with the numpy ones (the kernels declining), fixed, standing and in flight."""
     from liedyn_ros.core.fast.entry import single
 
     calls, _ = five_bar_calls(fixed, floating, 7)
+    one_path(monkeypatch, "general")
     for name, call in calls.items():
         with monkeypatch.context() as patch:
             readable_minimisers_fail(patch)
@@ -281,16 +305,17 @@ def test_compiled_closest_forces_equal_numpys_and_are_the_weighted_least_squares
 
 def test_inputs_are_checked_once_per_constrained_call(fixed: Reference, floating: Reference,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """The route's constrained calls validate their batch once (constraints.state.setup) and hand it to rnea and
-    aba unchecked: core.checks.prepare runs twice per sample, fixed, standing and in flight (constrained_rnea
-    or flight's rnea and A, then constrained_aba), where each of those used to run it two or three times; the
-    public functions still refuse bad input by name."""
+    """The route's general path: its constrained calls validate their batch once (constraints.state.setup) and hand
+    it to rnea and aba unchecked: core.checks.prepare runs twice per sample, fixed, standing and in flight
+    (constrained_rnea or flight's rnea and A, then constrained_aba), where each of those used to run it two or three
+    times; the public functions still refuse bad input by name."""
     from liedyn_ros import core
     from liedyn_ros.core import checks
     from liedyn_ros.core.constraints import state as constraint_state
     from liedyn_ros.pipeline.routes import loops as loop_route
 
     calls, five = five_bar_calls(fixed, floating, 8)
+    one_path(monkeypatch, "general")
     fixed_route, floating_route, fm = five.fixed_route, five.floating_route, floating.t.model
     q, v_j, v, a, effort = five.q, five.v_j, five.v, five.a, five.effort
     count = [0]
@@ -315,6 +340,99 @@ def test_inputs_are_checked_once_per_constrained_call(fixed: Reference, floating
     with pytest.raises(ValueError, match="base_pose: rotation part has determinant -1"):
         core.constrained_rnea(fm, q, v, a, floating_route.loops.on(fm), base_pose=np.diag([1.0, 1.0, -1.0, 1.0]),
                               passive=LOOP["passive_joints"], active=np.array([True, True]), tol=np.inf)
+
+
+FIELDS = ("tau_ff", "tau_g", "qdd_pred", "base_wrench", "base_acc_pred", "contact_active", "contact_wrench",
+          "tau_free")
+
+
+def same_outputs(got: Any, want: Any, what: str) -> None:
+    """Two DynamicsOutputs equal to rounding (1e-10), the same fields present, the same checks."""
+    for field in FIELDS:
+        x, y = getattr(got, field), getattr(want, field)
+        assert (x is None) == (y is None), f"{what}: {field}"
+        if y is not None:
+            assert np.shape(x) == np.shape(y), f"{what}: {field}"
+            assert_close(np.asarray(x, dtype=float), np.asarray(y, dtype=float), 1e-10, f"{what}: {field}")
+    for name, x, y in zip(got.checks._fields, got.checks, want.checks):
+        assert np.array_equal(x, y), f"{what}: checks.{name}"
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_sample_kernel_equals_the_general_path(fixed: Reference, floating: Reference, seed: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """LoopRoute.sample (one compiled call, core.constraints.fast_loop_sample) gives the general path's outputs
+    (the core's constrained functions one by one, which the tests above check against Pinocchio) to 1e-10: fixed,
+    standing and in flight, at the measured state and at a reference state (ff_state), with and without efforts,
+    with friction, with the solution min_force, at a random acceleration, with three passive joints (the least
+    squares where no force balances them, flagged); it answers all of them itself; and bad input gets the general
+    path's error, word for word (or the general path's outputs where that takes it)."""
+    from robots import random_pose
+
+    from liedyn_ros import core
+    from liedyn_ros.pipeline.contacts import resolve_contacts
+    from liedyn_ros.pipeline.loops import resolve_loops
+    from liedyn_ros.pipeline.payload import Dynamics
+    from liedyn_ros.pipeline.routes.loops import LoopRoute
+
+    rng = np.random.default_rng(20 + seed)
+    fm = floating.t.model
+    config = PipelineConfig(contact_links=("ground",), contact_types=("flat",), base_link="ground", **LOOP)
+    friction = core.Friction(coulomb=rng.uniform(0.1, 0.5, 4), viscous=rng.uniform(0.1, 0.5, 4))
+    routes = {(floating_base, friction_on, solution): LoopRoute(
+        Dynamics(model, friction if friction_on else None),
+        resolve_loops(model, config if floating_base else PipelineConfig(**LOOP),
+                      resolve_contacts(model, config) if floating_base else None), solution)
+        for floating_base, model in ((False, fixed.t.model), (True, fm)) for friction_on in (False, True)
+        for solution in ("min_torque", "min_force")}
+    # three passive joints: no loop force balances most motions (constrained_rnea refuses; the least squares answer)
+    three = PipelineConfig(**{**LOOP, "passive_joints": ("j1", "j2", "j4")})
+    routes[False, False, "three passive"] = LoopRoute(Dynamics(fixed.t.model, None),
+                                                      resolve_loops(fixed.t.model, three, None))
+    q, v_j, a_j = state(fixed, rng)
+    q_ref, v_ref, _ = state(fixed, rng)
+    pose = random_pose(rng)
+    effort = rng.normal(size=4)
+    calls = []
+    for (floating_base, friction_on, solution), route in routes.items():
+        grow = (lambda x: np.concatenate([rng.normal(size=6) * 0.3, x])) if floating_base else (lambda x: x)
+        v, a, v_ff = grow(v_j), grow(a_j), grow(v_ref)
+        for down in ((True, False) if floating_base else (None,)):
+            active = None if down is None else np.array([down])
+            T = pose if floating_base else None
+            for ff_state in (None, (q_ref, v_ff)):
+                for e in (effort, None):
+                    calls.append((route, (q, v, a, e, T, active), ff_state))
+            calls.append((route, (q, v, rng.normal(size=v.shape), effort, T, active), None))  # no constraint's motion
+    with monkeypatch.context() as patch:
+        one_path(patch, "kernel")
+        got = [route.outputs(*args, ff_state=ff_state) for route, args, ff_state in calls]
+    flagged = 0
+    for k, ((route, args, ff_state), out) in enumerate(zip(calls, got)):
+        want = route.general(*args, ff_state)
+        same_outputs(out, want, f"call {k}")
+        flagged += bool(want.checks.unbalanced)
+    assert flagged > 0  # the least-squares forces and their flag came into it
+    route = routes[True, False, "min_torque"]
+    va, aa = np.concatenate([np.zeros(6), v_j]), np.concatenate([np.zeros(6), a_j])
+    nan = np.full(4, np.nan)
+    bad = {"q NaN": (nan, va, aa, effort, pose, np.array([True])),
+           "effort NaN on a passive joint": (q, va, aa, np.where(np.arange(4) == PASSIVE[0], np.nan, effort), pose,
+                                             np.array([True])),
+           "effort too short": (q, va, aa, effort[:3], pose, np.array([True])),
+           "a too short": (q, va, aa[:7], effort, pose, np.array([True])),
+           "pose a reflection": (q, va, aa, effort, np.diag([1.0, 1.0, -1.0, 1.0]), np.array([True])),
+           "active of ints": (q, va, aa, effort, pose, np.array([1])),
+           "active too long": (q, va, aa, effort, pose, np.array([True, True]))}
+    for what, args in bad.items():
+        try:
+            want = route.general(*args)
+        except Exception as exc:  # noqa: BLE001 - whatever the general path raises, the route raises it too
+            with pytest.raises(type(exc)) as raised:
+                route.outputs(*args)
+            assert str(raised.value) == str(exc), what
+            continue
+        same_outputs(route.outputs(*args), want, what)  # taken as the general path takes it
 
 
 def test_few_poses_are_checked_as_numpy_checks_them(monkeypatch: pytest.MonkeyPatch) -> None:

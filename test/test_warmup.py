@@ -452,7 +452,7 @@ def test_loop_samples_while_compiling_run_no_compiled_code(monkeypatch: pytest.M
 
     singles = [name for name in dir(entry.single) if not name.startswith("_")] + list(NODE_KERNELS) + list(
         CONTACT_KERNELS) + ["observer_one", "constraint_terms_many", "least_norm_forces_many", "psd_solve_many",
-                            "closest_forces_many"]
+                            "closest_forces_many", "loop_sample_one"]
     with monkeypatch.context() as m:
         for name in set(singles):
             m.setattr(entry.single, name, forbidden, raising=False)

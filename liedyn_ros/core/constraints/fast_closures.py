@@ -27,7 +27,7 @@ from ..fast.spatial import bracket, ijit, jit, twist_to_child
 from .fast import BODY, POINT, ROW, add_columns, constraint_ints, contact_terms, frame_in_world, frame_rows, \
     terms_blocks, terms_scratch_size
 
-__all__ = ["ClosureArrays", "closure_arrays", "constraint_terms_many"]
+__all__ = ["CONTACT", "ClosureArrays", "closure_arrays", "closure_terms", "constraint_terms_many"]
 
 CONTACT = -2  # body_b of a contact: the world
 terms_scratch = ijit(terms_scratch_size)  # the Python rule itself, compiled (contact_terms' scratch size)
@@ -155,13 +155,31 @@ def closure_rows(mf, mi, ci, cb, cf, k, Rw, pw, V, dV0, sw, t, A, c, e):
         e[r0 + r] = -y[r]
 
 
+@ijit
+def closure_terms(mf, mi, ci, cb, cf, sc, q, v, T, on, A, c, e):
+    """A (m, nv), c and e (m,) of every constraint at one sample (q, v, T), the constraints on where `on` (k,)
+    (inactive rows zero); sc: ClosureArrays.scratch, whose first terms_scratch(nb) floats then hold
+    contact_terms' forward pass (the bodies' world poses: constraints.fast.put_frames)."""
+    nb = sizes(mi)[0]
+    k, m = ci[0], ci[1]
+    terms_sc = reshaped(sc, 0, (terms_scratch(nb),))
+    t = reshaped(sc, terms_scratch(nb), (66,))
+    _, _, Rw, pw, V, dV0, _, sw, _, _ = terms_blocks(terms_sc, nb)
+    for r in range(m):
+        e[r] = 0.0
+    contact_terms(mf, mi, ci, cf, terms_sc, q, v, T, on, A, c)  # every constraint's frame a
+    for j in range(k):
+        if cb[j] != CONTACT and on[j]:
+            closure_rows(mf, mi, ci, cb, cf, j, Rw, pw, V, dV0, sw, t, A, c, e)
+
+
 @jit
 def constraint_terms_many(handle, ci, cb, cf, sc, q, v, T, active, A, c, Av, e):
     """A (B, m, nv), c, A v and e (B, m) of every constraint of a set with loop closures, at q (B, n), v (B, nv),
     T and active (B or 1, ...) (inactive rows zero). Checks lengths, NaN and the pose: BAD_INPUT, and the
     reference words the error; sc: ClosureArrays.scratch."""
     mf, mi = model_arrays(handle)
-    nb, _, nv = sizes(mi)
+    _, _, nv = sizes(mi)
     k, m = ci[0], ci[1]
     B = q.shape[0]
     if (v.shape[0] != B or T.shape[0] not in (1, B) or active.shape[0] not in (1, B) or active.shape[1] != k
@@ -169,23 +187,14 @@ def constraint_terms_many(handle, ci, cb, cf, sc, q, v, T, active, A, c, Av, e):
             or Av.shape[0] != B or Av.shape[1] != m or e.shape[0] != B or e.shape[1] != m or cb.shape[0] != k
             or cf.shape[0] != k or cf.shape[1] != 24):
         return BAD_INPUT
-    terms_sc = reshaped(sc, 0, (terms_scratch(nb),))
-    t = reshaped(sc, terms_scratch(nb), (66,))
-    _, _, Rw, pw, V, dV0, _, sw, _, _ = terms_blocks(terms_sc, nb)
     for b in range(B):
         Tb, on = pose_of(T, b), active[b if active.shape[0] != 1 else 0]
         if not (inputs_valid(mi, q[b], Tb) and vectors_valid(mi, (v[b],))):
             return BAD_INPUT
-        A_b, c_b, e_b = A[b], c[b], e[b]
-        for r in range(m):
-            e_b[r] = 0.0
-        contact_terms(mf, mi, ci, cf, terms_sc, q[b], v[b], Tb, on, A_b, c_b)  # every constraint's frame a
-        for j in range(k):
-            if cb[j] != CONTACT and on[j]:
-                closure_rows(mf, mi, ci, cb, cf, j, Rw, pw, V, dV0, sw, t, A_b, c_b, e_b)
+        closure_terms(mf, mi, ci, cb, cf, sc, q[b], v[b], Tb, on, A[b], c[b], e[b])
         for r in range(m):
             s = 0.0
             for col in range(nv):
-                s += A_b[r, col] * v[b, col]
+                s += A[b, r, col] * v[b, col]
             Av[b, r] = s
     return OK

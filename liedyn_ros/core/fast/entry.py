@@ -22,7 +22,7 @@ _WRENCH = types.float64[:, :, ::1]  # f_body (1, nb, 6)
 
 def _signature(name: str) -> tuple:
     """(kernel, its one signature) by name."""
-    from ..constraints import fast as constraints, fast_closures, fast_minimisers, fast_sample
+    from ..constraints import fast as constraints, fast_closures, fast_loop_sample, fast_minimisers, fast_sample
     from ..derivatives import fast as derivatives, time_fast
     from . import aba, coriolis, crba, observer, regressor, rnea
 
@@ -60,6 +60,11 @@ def _signature(name: str) -> tuple:
         "closest_forces_many": (fast_minimisers.closest_forces_many,
                                 types.int64(_MAT, types.float64[:, :, ::1], _MAT, flags, types.boolean[:, ::1], flags, f,
                                             f, f, _MAT, _MAT, flags)),
+        # the loops' route sample (fast_loop_sample): (handle, ci, cb, cf, scratch of ClosureArrays, q, v, a,
+        # q_ff, v_ff, effort, T, active, passive, w, mode, has_tau, params, up, out)
+        "loop_sample_one": (fast_loop_sample.loop_sample_one,
+                            types.int64(model, ints, ints, _MAT, _VEC, _VEC, _VEC, _VEC, _VEC, _VEC, _VEC, _MAT, flags,
+                                        flags, _VEC, types.int64, b, _VEC, _VEC, _VEC)),
         "rnea_one": (rnea.rnea_one, types.int64(model, _VEC, _VEC, _VEC, _MAT, _VEC)),
         # core.Data on a fixed base: no pose, the output by its address (an int)
         "rnea_fixed_at": (rnea.rnea_fixed_at, types.int64(model, _VEC, _VEC, _VEC, types.int64)),
@@ -125,14 +130,15 @@ def drop_stale_cache() -> None:
 
     Numba keys a cached function on its own file only: a kernel in rnea.py would keep an old
     inlined step of spatial.py, and the derivative and constraint kernels inline these steps too. A stamp of
-    the sources of fast/, derivatives/, constraints/fast.py and singular.py (the rule every kernel
-    inlines, its tolerance a compile-time constant) beside each cache (in __pycache__, in
-    NUMBA_CACHE_DIR, in the user-wide cache) catches that wherever numba reads from.
+    the sources of fast/, derivatives/, the constraint kernels that others call (constraints/fast.py,
+    fast_closures.py, fast_minimisers.py) and singular.py (the rule every kernel inlines, its tolerance a
+    compile-time constant) beside each cache (in __pycache__, in NUMBA_CACHE_DIR, in the user-wide cache)
+    catches that wherever numba reads from.
     """
     here = Path(__file__).parent
     folders = [here, here.parent / "derivatives", here.parent / "constraints"]
-    sources = sorted(f for folder in folders[:2] for f in folder.glob("*.py")) + [folders[2] / "fast.py",
-                                                                                 here.parent / "singular.py"]
+    called = [folders[2] / name for name in ("fast.py", "fast_closures.py", "fast_minimisers.py")]
+    sources = sorted(f for folder in folders[:2] for f in folder.glob("*.py")) + called + [here.parent / "singular.py"]
     digest = hashlib.sha256(b"".join(f.read_bytes() for f in sources)).hexdigest()
     for cache, used in (d for folder in folders for d in _cache_dirs(folder)):
         stamp = cache / "liedyn_fast.stamp"

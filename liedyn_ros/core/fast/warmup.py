@@ -40,11 +40,12 @@ CONTACT_KERNELS = ("constrained_terms_one", "contact_sample_one", "constrained_r
 # call, whatever the batch), and the constraints' A, c, A v and e (constraint_terms_many, a locked
 # single-sample kernel of core.fast.entry, batch-capable), the least-norm minimisers of constrained_rnea and
 # constrained_aba (least_norm_forces_many, psd_solve_many: rank-deficient loops), the loop forces in flight
-# (closest_forces_many); with contacts too, their frames and Jacobian (checks, the kinematic contact source) and
+# (closest_forces_many), and the node's whole sample in one call (loop_sample_one: the others serve blocks and
+# the samples it declines); with contacts too, their frames and Jacobian (checks, the kinematic contact source) and
 # the observer's fit of the contact forces.
 BATCH_KERNELS = ("rnea_many", "hybrid_many")
 LOOP_KERNELS = BATCH_KERNELS + ("constraint_terms_many", "least_norm_forces_many", "psd_solve_many",
-                                "closest_forces_many")
+                                "closest_forces_many", "loop_sample_one")
 LOOP_CONTACT_KERNELS = ("contact_kinematics_many", "contact_fit_many")
 
 
