@@ -32,11 +32,11 @@ from .crba import mass_matrix_sample
 from .kinematics import BAD_INPUT, OK, SINGULAR, block, body_velocities, borrowed, inertias_block, pose_of, \
     inputs_valid, joint_transforms, link_wrench, load_inertias, model_arrays, parent_row, reshaped, screw, sizes, \
     transforms_block, vectors_valid, workspace, wrenches_valid
-from .layout import ALONE, COORD, FIRST, GROUPED, MULT, SCALE, SCREW
+from .layout import ALONE, AXIS, COORD, FIRST, GENERAL, GROUPED, MULT, SCALE, SCREW
 from .rnea import rnea_sample
-from .spatial import body_inertia_times, coadjoint_bias, congruence_of_blocks, congruence_to_parent, dot6, \
-    factor_from_last, gravity_in_base, ijit, jit, mat6_times, bjit, pivot_ok, screw_dot, solve_from_last, times_screw, \
-    twist_to_child, wrench_to_parent
+from .spatial import bjit, body_inertia_times, coadjoint_bias, congruence_about_axis, congruence_of_blocks, \
+    congruence_to_parent, dot6, factor_from_last, gravity_in_base, ijit, jit, mat6_times, pivot_ok, \
+    screw_dot, solve_from_last, times_screw, twist_to_child, wrench_to_parent
 
 
 @jit
@@ -70,7 +70,7 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
     bh, o = block(ws, o, nb + 1, 6)
     U, o = block(ws, o, nb, 6)  # U_i = J^_i S_i in {i}
     Uk, o = block(ws, o, n, 6)  # U_k in the frame of its bodies' parent
-    Du, o = block(ws, o, 2, n)  # D_k and u_k
+    Du, o = block(ws, o, 2, n)  # D_k (1 / D_k once coordinate k is eliminated) and u_k
     Jh, o = inertias_block(ws, o, nb + 1)
     x, o = block(ws, o, 2, 6)
     D, uk = Du[0], Du[1]
@@ -101,7 +101,7 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
         beta = x[0]
         free = not prescribed[base + k]
         if free:
-            bias_plus(Jh[i], eta[i], bh[i], beta)
+            bias_plus(Jh[i], eta[i], bh[i], beta, int(mf[i, AXIS]))
             D[k] += m * m * screw_dot(mf, i, U[i])
             uk[k] -= m * (dot6(U[i], eta[i]) + screw_dot(mf, i, bh[i]))
             for r in range(6):
@@ -109,15 +109,15 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
         else:
             for r in range(6):
                 x[1, r] = eta[i, r] + S[r] * m * u[base + k]
-            bias_plus(Jh[i], x[1], bh[i], beta)
+            bias_plus(Jh[i], x[1], bh[i], beta, GENERAL)
         j = parent_row(mi, i)
         if free and mf[i, ALONE]:  # Pi_i and beta_i in {i}, as in plain ABA
             if not pivot_ok(D[k], mf[nb, SCALE]):
                 return SINGULAR
-            D_inv = 1.0 / D[k]  # one division, not twelve
+            D[k] = D_inv = 1.0 / D[k]  # one division, not twelve: the forward pass multiplies by D[k] too
             for r in range(6):
                 beta[r] += x[1, r] * (uk[k] * D_inv)
-            articulated_to_parent(R[i], p[i], Jh[i], x[1], D_inv, Jh[j])
+            articulated_to_parent(R[i], p[i], int(mf[i, AXIS]), Jh[i], x[1], D_inv, Jh[j])
         else:
             if free:
                 wrench_to_parent(R[i], p[i], x[1], Uk[k])
@@ -126,6 +126,7 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
         if mf[i, FIRST] and free and not mf[i, ALONE]:  # the last body of coordinate k's group
             if not pivot_ok(D[k], mf[nb, SCALE]):
                 return SINGULAR
+            D[k] = 1.0 / D[k]
             articulate(Uk[k], D[k], uk[k], Jh[j], bh[j])
 
     gravity_in_base(mf, nb, T, x[1])  # g0 = (0, -R^T g)
@@ -155,9 +156,9 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
             if prescribed[base + k]:
                 a[base + k], tau[base + k] = u[base + k], 0.0
             elif mf[i, ALONE]:  # U_k = m U_i in {i}, where dV[i] holds Ad_{f_i^-1} dV_lambda yet
-                a[base + k], tau[base + k] = (uk[k] - m * dot6(U[i], dV[i])) / D[k], u[base + k]
+                a[base + k], tau[base + k] = (uk[k] - m * dot6(U[i], dV[i])) * D[k], u[base + k]
             else:
-                a[base + k], tau[base + k] = (uk[k] - dot6(Uk[k], dV[j])) / D[k], u[base + k]
+                a[base + k], tau[base + k] = (uk[k] - dot6(Uk[k], dV[j])) * D[k], u[base + k]
         for r in range(6):
             dV[i, r] += eta[i, r] + mf[i, SCREW + r] * m * a[base + k]
         if prescribed[base + k]:
@@ -166,21 +167,31 @@ def hybrid_recursive(mf, mi, ws, q, v, u, prescribed, T, f_body, f_base, b, tau,
 
 
 @ijit
-def bias_plus(J, V, b, out):
-    """out = b + J V for a 6x6 J; V is read first, as out could alias it (one workspace)."""
-    Vl = (V[0], V[1], V[2], V[3], V[4], V[5])
-    for r in range(6):
-        out[r] = b[r] + J[r, 0] * Vl[0] + J[r, 1] * Vl[1] + J[r, 2] * Vl[2] + J[r, 3] * Vl[3] + J[r, 4] * Vl[4] \
-            + J[r, 5] * Vl[5]
+def bias_plus(J, V, b, out, axis):
+    """out = b + J V for a 6x6 J; V is read first, as out could alias it (one workspace).
+
+    axis k < 3 (layout.joint_axis) says V = eta_i = ad_{V_i} S_i qd_i of a revolute joint about e_k, whose
+    entries k and 3 + k are zero (w x e_k and v x e_k have no part along e_k): two columns of J are skipped.
+    """
+    if 0 <= axis < 3:
+        c = axis + 1 if axis < 2 else 0
+        d = c + 1 if c < 2 else 0
+        Vc, Vd, Wc, Wd = V[c], V[d], V[3 + c], V[3 + d]
+        for r in range(6):
+            out[r] = b[r] + J[r, c] * Vc + J[r, d] * Vd + J[r, 3 + c] * Wc + J[r, 3 + d] * Wd
+    else:
+        Vl = (V[0], V[1], V[2], V[3], V[4], V[5])
+        for r in range(6):
+            out[r] = b[r] + J[r, 0] * Vl[0] + J[r, 1] * Vl[1] + J[r, 2] * Vl[2] + J[r, 3] * Vl[3] \
+                + J[r, 4] * Vl[4] + J[r, 5] * Vl[5]
 
 
 @ijit
-def articulate(U, D, u, Pi, beta):
+def articulate(U, D_inv, u, Pi, beta):
     """Pi -= U U^T / D and beta += U u / D: a free joint's motion eliminated (Kim Table 3).
 
     Pi stays symmetric: the upper triangle is formed and mirrored.
     """
-    D_inv = 1.0 / D
     for r in range(6):
         Ur = U[r] * D_inv
         beta[r] += Ur * u
@@ -190,12 +201,24 @@ def articulate(U, D, u, Pi, beta):
 
 
 @ijit
-def articulated_to_parent(R, p, J, U, D_inv, out):
-    """out += Ad_{f^-1}^T Pi Ad_{f^-1} with Pi = J - U U^T / D (Kim Table 3), Pi never stored."""
+def articulated_to_parent(R, p, axis, J, U, D_inv, out):
+    """out += Ad_{f^-1}^T Pi Ad_{f^-1} with Pi = J - U U^T / D (Kim Table 3), Pi never stored.
+
+    A revolute joint about a frame axis (axis k < 3, layout.joint_axis: S = c e_k) has U = m J S = m c J e_k and
+    D = m S^T U = m c U_k (m the mimic multiplier), so Pi e_k = J e_k - U U_k / D = 0: the congruence leaves
+    Pi's row and column k out (congruence_about_axis), exact zeros where the formula leaves rounding errors.
+    """
     W = (U[0] * D_inv, U[1] * D_inv, U[2] * D_inv, U[3] * D_inv, U[4] * D_inv, U[5] * D_inv)
     Ul = (U[0], U[1], U[2], U[3], U[4], U[5])
-    congruence_of_blocks(R, p, eliminated_diagonal(J, Ul, W, 0), eliminated_block(J, Ul, W, 0, 3),
-                         eliminated_diagonal(J, Ul, W, 3), out)
+    if 0 <= axis < 3:
+        a = axis + 1 if axis < 2 else 0
+        b = a + 1 if a < 2 else 0
+        congruence_about_axis(R, p, axis, (J[a, a] - Ul[a] * W[a], J[a, b] - Ul[a] * W[b], J[b, b] - Ul[b] * W[b]),
+                              (eliminated_row(J, Ul, W, a), eliminated_row(J, Ul, W, b)),
+                              eliminated_diagonal(J, Ul, W, 3), out)
+    else:
+        congruence_of_blocks(R, p, eliminated_diagonal(J, Ul, W, 0), eliminated_block(J, Ul, W, 0, 3),
+                             eliminated_diagonal(J, Ul, W, 3), out)
 
 
 @ijit
@@ -205,6 +228,12 @@ def eliminated_diagonal(J, U, W, r0):
     b11, b12 = J[r0 + 1, r0 + 1] - U[r0 + 1] * W[r0 + 1], J[r0 + 1, r0 + 2] - U[r0 + 1] * W[r0 + 2]
     b22 = J[r0 + 2, r0 + 2] - U[r0 + 2] * W[r0 + 2]
     return (b00, b01, b02), (b01, b11, b12), (b02, b12, b22)
+
+
+@ijit
+def eliminated_row(J, U, W, r):
+    """(J - U W^T)[r, 3:6] (U, W: 6-tuples)."""
+    return J[r, 3] - U[r] * W[3], J[r, 4] - U[r] * W[4], J[r, 5] - U[r] * W[5]
 
 
 @ijit

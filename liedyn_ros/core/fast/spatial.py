@@ -27,6 +27,12 @@ bjit = njit(cache=True, error_model="numpy", fastmath={"contract"}, nogil=True)
 # core.singular's rule itself, compiled: pivot_ok(d, mf[nb, SCALE]) is False for a singular pivot.
 pivot_ok = ijit(singular.pivot_ok)
 
+# sin_cos: pi/2 in three parts of 33, 33 and 53 bits (Cody and Waite), so that n PIO2_HI and n PIO2_MID are
+# exact for |n| < 2^20; the Taylor coefficients (-1)^k / (2k + 1)! and (-1)^k / (2k)!.
+PIO2_HI, PIO2_MID, PIO2_LO = 1.5707963267341256, 6.077100506303966e-11, 2.0222662487959506e-21
+SIN_TAYLOR = tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(1, 9))
+COS_TAYLOR = tuple((-1) ** k / math.factorial(2 * k) for k in range(1, 9))
+
 
 @ijit
 def joint_transform(mf, i, q_coord, R, p):
@@ -60,7 +66,7 @@ def M_exp_screw(mf, i, t, R, p):
     else:
         ux, uy, uz = wx / k, wy / k, wz / k
         th = k * t
-        s, c = math.sin(th), math.cos(th)
+        s, c = sin_cos(th)
         a, b = 1.0 - c, th - s
         e00, e01, e02 = c + a * ux * ux, a * ux * uy - s * uz, a * ux * uz + s * uy
         e10, e11, e12 = a * ux * uy + s * uz, c + a * uy * uy, a * uy * uz - s * ux
@@ -88,13 +94,34 @@ def M_rotation(mf, i, k, th, R, p):
     """
     a = k + 1 if k < 2 else 0
     b = a + 1 if a < 2 else 0
-    s, c = math.sin(th), math.cos(th)
+    s, c = sin_cos(th)
     for r in range(3):
         ma, mb = mf[i, RM + 3 * r + a], mf[i, RM + 3 * r + b]
         R[r, a] = c * ma + s * mb
         R[r, b] = c * mb - s * ma
         R[r, k] = mf[i, RM + 3 * r + k]
         p[r] = mf[i, PM + r]
+
+
+@ijit
+def sin_cos(x):
+    """(sin x, cos x) within 4 ulp of libm's (test_fast_path; 2 seen), inlined: the two libm calls of a joint took a tenth
+    of batch ABA on a 7-DoF arm, and each call makes the kernel spill its registers.
+
+    x = n pi/2 + r with |r| <= pi/4, Taylor series in r to r^17 and r^16 (truncation below 1e-17), then the
+    quadrant n mod 4 swaps and negates the pair. |x| >= 1e5 (or NaN) goes to libm.
+    """
+    if not abs(x) < 1e5:
+        return math.sin(x), math.cos(x)
+    n = math.floor(x * (2.0 / math.pi) + 0.5)
+    r = ((x - n * PIO2_HI) - n * PIO2_MID) - n * PIO2_LO
+    z = r * r
+    S, C = SIN_TAYLOR, COS_TAYLOR
+    s = r + r * z * (S[0] + z * (S[1] + z * (S[2] + z * (S[3] + z * (S[4] + z * (S[5] + z * (S[6] + z * S[7])))))))
+    c = 1.0 + z * (C[0] + z * (C[1] + z * (C[2] + z * (C[3] + z * (C[4] + z * (C[5] + z * (C[6] + z * C[7])))))))
+    k = int(n) & 3  # sin(r + k pi/2), cos(r + k pi/2) = (s, c), (c, -s), (-s, -c), (-c, s)
+    sk, ck = (c, s) if k & 1 else (s, c)
+    return (-sk if k & 2 else sk), (-ck if (k + 1) & 2 else ck)
 
 
 @ijit
@@ -151,9 +178,36 @@ def congruence_to_parent(R, p, A, out):
 @ijit
 def congruence_of_blocks(R, p, A11, A12, A22, out):
     """congruence_to_parent of the symmetric A = [[A11, A12], [A12^T, A22]] (3x3 tuples of rows)."""
-    Rl = ((R[0, 0], R[0, 1], R[0, 2]), (R[1, 0], R[1, 1], R[1, 2]), (R[2, 0], R[2, 1], R[2, 2]))
+    Rl = rows3(R)
+    congruence_of_rotated(p, rotated(Rl, A11), rotated(Rl, A12), rotated(Rl, A22), out)
+
+
+@ijit
+def congruence_about_axis(R, p, k, A11, A12, A22, out):
+    """congruence_of_blocks of a symmetric A whose row and column k < 3 are zero (a revolute joint's
+    articulated inertia about its axis e_k, see aba.articulated_to_parent), from what is left of it:
+    A11 = (A[a, a], A[a, b], A[b, b]) and A12 = (A[a, 3:6], A[b, 3:6]) with (k, a, b) cyclic, and A22.
+
+    With r_a, r_b the columns a, b of R, R A11 R^T = r_a (A11 R^T)[a] + r_b (A11 R^T)[b] and the same for
+    A12: two of every three products of A'11 and A'12 (a fifth of the congruence's work) are skipped.
+    """
+    a = k + 1 if k < 2 else 0
+    b = a + 1 if a < 2 else 0
+    Rl = rows3(R)
+    ra, rb = (R[0, a], R[1, a], R[2, a]), (R[0, b], R[1, b], R[2, b])
+    C11 = (spanned(ra, rb, A11[0] * ra[0] + A11[1] * rb[0], A11[1] * ra[0] + A11[2] * rb[0]),
+           spanned(ra, rb, A11[0] * ra[1] + A11[1] * rb[1], A11[1] * ra[1] + A11[2] * rb[1]),
+           spanned(ra, rb, A11[0] * ra[2] + A11[1] * rb[2], A11[1] * ra[2] + A11[2] * rb[2]))
+    C12 = (spanned(ra, rb, dot3(A12[0], Rl[0]), dot3(A12[1], Rl[0])),
+           spanned(ra, rb, dot3(A12[0], Rl[1]), dot3(A12[1], Rl[1])),
+           spanned(ra, rb, dot3(A12[0], Rl[2]), dot3(A12[1], Rl[2])))
+    congruence_of_rotated(p, C11, C12, rotated(Rl, A22), out)
+
+
+@ijit
+def congruence_of_rotated(p, C11, C12, C22, out):
+    """out += the congruence_of_blocks of A from the columns of A'11, A'12, A'22 (A' = diag(R, R) A diag(R, R)^T)."""
     pl = (p[0], p[1], p[2])
-    C11, C12, C22 = rotated(Rl, A11), rotated(Rl, A12), rotated(Rl, A22)  # columns of A'11, A'12, A'22
     Y12 = (plus_cross(C12[0], pl, C22[0]), plus_cross(C12[1], pl, C22[1]), plus_cross(C12[2], pl, C22[2]))
     for c in range(3):
         a, b = (c + 1) % 3, (c + 2) % 3
@@ -168,6 +222,24 @@ def congruence_of_blocks(R, p, A11, A12, A22, out):
             if r != c:
                 out[c, r] += y11
                 out[3 + c, 3 + r] += C22[c][r]
+
+
+@ijit
+def rows3(R):
+    """The 3x3 array R as a tuple of rows."""
+    return (R[0, 0], R[0, 1], R[0, 2]), (R[1, 0], R[1, 1], R[1, 2]), (R[2, 0], R[2, 1], R[2, 2])
+
+
+@ijit
+def spanned(x, y, s, t):
+    """x s + y t for 3-tuples x, y."""
+    return x[0] * s + y[0] * t, x[1] * s + y[1] * t, x[2] * s + y[2] * t
+
+
+@ijit
+def dot3(x, y):
+    """x^T y for 3-tuples."""
+    return x[0] * y[0] + x[1] * y[1] + x[2] * y[2]
 
 
 @ijit
