@@ -18,6 +18,7 @@ A contact state (std_msgs/UInt8MultiArray without dimensions) is read the same w
 from __future__ import annotations
 
 import functools
+import operator
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -172,13 +173,19 @@ class Header(NamedTuple):
 class JointStateFields(NamedTuple):
     """A sensor_msgs/JointState read from its CDR bytes, with the attributes the pipeline reads of
     a message (header.stamp, header.frame_id, name, position, velocity, effort; the arrays are
-    read-only views on the bytes)."""
+    read-only views on the bytes).
+
+    ``grid``: when position and velocity have one value per name and effort one or none (and the
+    byte order is this machine's), the three as CDR lays them out, on one float64 grid from the first value on, each array one slot (the
+    next one's length and padding) after the previous one's end; the decoder gathers a sample's
+    values from it in one step (pipeline.decode). None for any other message."""
 
     header: Header
     name: tuple[str, ...]
     position: FloatArray
     velocity: FloatArray
     effort: FloatArray
+    grid: FloatArray | None = None
 
 
 class JointStateBytes:
@@ -197,8 +204,10 @@ class JointStateBytes:
     def __init__(self, deserialize: Callable[[bytes], Any]) -> None:
         self.deserialize = deserialize
         self._size = -1  # of the last layout's messages (-1: none yet)
-        # (start, end, bytes) of each run of bytes outside the stamp and the arrays' values
-        self._same: tuple[tuple[int, int, bytes], ...] = ()
+        # The runs of bytes outside the stamp and the arrays' values, cut out of a message in one
+        # call, and those of the last layout's first message.
+        self._runs: Callable[[bytes], Any] = lambda data: None
+        self._same: Any = None
         self._layout: JointStateLayout | None = None  # the last layout, if its reading agreed
         self._dtype = np.dtype("<f8")
         self._stamp = struct.Struct("<iI")
@@ -207,10 +216,11 @@ class JointStateBytes:
         # (offset, count), and each array's slice of it.
         self._grid = (0, 0)
         self._slices = ((0, 0), (0, 0), (0, 0))
+        self._cdr_grid = False  # the layout's arrays lie as JointStateFields.grid says
 
     def read(self, data: bytes) -> Any:
         """The message of ``data``: :class:`JointStateFields`, or ``deserialize(data)``."""
-        if len(data) != self._size or any(data[a:b] != same for a, b, same in self._same):
+        if len(data) != self._size or self._runs(data) != self._same:
             return self._learn(data)
         layout = self._layout
         return self.deserialize(data) if layout is None else self._fields(data, layout)
@@ -221,7 +231,7 @@ class JointStateBytes:
         grid = np.frombuffer(data, self._dtype, count, offset)
         (p, p_end), (v, v_end), (e, e_end) = self._slices
         return JointStateFields(Header(Stamp(sec, nanosec), layout.frame_id), layout.names,
-                                grid[p:p_end], grid[v:v_end], grid[e:e_end])
+                                grid[p:p_end], grid[v:v_end], grid[e:e_end], grid if self._cdr_grid else None)
 
     def _learn(self, data: bytes) -> Any:
         """``data``, of a layout other than the last one's: its message, which also decides whether
@@ -229,7 +239,7 @@ class JointStateBytes:
         expected = self.deserialize(data)  # a message it refuses is refused all the same
         order = byte_order(data)
         layout = None if order is None else parse_layout(data, order)
-        self._size, self._same, self._layout = -1, (), None
+        self._size, self._layout = -1, None
         if layout is None:  # not plain CDR, or not a JointState CDR layout: the message as deserialized
             return expected
         self._dtype, self._stamp = np.dtype(layout.order + "f8"), struct.Struct(layout.order + "iI")
@@ -240,10 +250,15 @@ class JointStateBytes:
         position, velocity, effort = (((offset - first) // 8, (offset - first) // 8 + count) if count else (0, 0)
                                       for offset, count in layout.arrays)
         self._slices = (position, velocity, effort)
+        m = len(layout.names)
+        self._cdr_grid = self._dtype == np.float64 and m > 0 and position == (0, m) and velocity == (m + 1, 2 * m + 1) and \
+            effort in ((2 * m + 2, 3 * m + 2), (0, 0))
         fields = self._fields(data, layout)
         agrees = reading_agrees(expected, fields.name, fields.header.frame_id, fields.header.stamp,
                                 (fields.position, fields.velocity, fields.effort))
-        self._size, self._same = len(data), tuple((a, b, data[a:b]) for a, b in layout.runs)
+        # (one run or several: the getter gives a bytes or a tuple of them, compared alike)
+        self._runs = operator.itemgetter(*(slice(a, b) for a, b in layout.runs))
+        self._size, self._same = len(data), self._runs(data)
         self._layout = layout if agrees else None
         return fields if agrees else expected
 

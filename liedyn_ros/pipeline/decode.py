@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from liedyn_ros.pipeline.cdr import JointStateFields
 from liedyn_ros.pipeline.config import NS_PER_S, FloatArray, Model, SkipReason
 
 if TYPE_CHECKING:
@@ -109,6 +110,8 @@ class _NameMatch(NamedTuple):
     indices: NDArray[np.intp]  # model joint j is entry indices[j] of the message
     gather: NDArray[np.intp]   # indices, indices + m, indices + 2m: q, qd, effort from the
                                # position, velocity, effort fields end to end (m names)
+    cdr_gather: NDArray[np.intp]  # the same from the three as CDR lays them out (JointStateFields.grid):
+                                  # each one slot (the next one's length) after the previous one
 
 
 class JointStateDecoder:
@@ -165,7 +168,8 @@ class JointStateDecoder:
         except KeyError:
             return SkipReason.UNNAMED_JOINT if "" in names else SkipReason.MISSING_JOINT
         m = len(names)
-        return _NameMatch(idx, np.concatenate((idx, idx + m, idx + 2 * m)))
+        return _NameMatch(idx, np.concatenate((idx, idx + m, idx + 2 * m)),
+                          np.concatenate((idx, idx + m + 1, idx + 2 * m + 2)))
 
     def missing_joints(self, names: Sequence[str]) -> list[str]:
         """Model joints absent from ``names`` (for warning texts)."""
@@ -183,10 +187,14 @@ class JointStateDecoder:
         if problem is not None:
             return problem
         # One gather gives [q | qd | effort] (the gather's first 2n entries read position and
-        # velocity only, so the same indices serve a message without efforts).
+        # velocity only, so the same indices serve a message without efforts): from the message's
+        # bytes when it was read from them (the node's), else from the three fields end to end.
         n = self._n
-        gather = match.gather if n_effort else match.gather[: 2 * n]
-        values = joined_float_arrays(position, velocity, effort).take(gather)
+        grid = msg.grid if type(msg) is JointStateFields else None
+        if grid is not None:
+            values = grid.take(match.cdr_gather if n_effort else match.cdr_gather[: 2 * n])
+        else:
+            values = joined_float_arrays(position, velocity, effort).take(match.gather if n_effort else match.gather[: 2 * n])
         # A NaN or inf among the model joints' values makes their sum non-finite (so would
         # values near 1e308 whose sum overflows, which no joint state has). Python's sum over
         # a list is cheaper than a numpy reduction at this size.

@@ -166,37 +166,45 @@ class OutputMessageFactory:
         self._stamp = classes.Time(sec=0, nanosec=0)
         self._headers: dict[str, Any] = {}
         self._reused: dict[str, tuple[Any, Callable[[FloatArray], None]]] = {}
+        # The outputs the publish_* switches offer, in build's order (fixed by the config, so
+        # listed once): topic, in the base frame (else the joint state's), make, writer, and the
+        # DynamicsOutputs field of its values.
+        offered: list[tuple[str, bool, Make, Writer, str]] = []
+        if config.publish_feedforward:
+            offered.append((TOPIC_FEEDFORWARD, False, self.torque_state, effort_writer, "tau_ff"))
+        if config.publish_gravity:
+            offered.append((TOPIC_GRAVITY, False, self.torque_state, effort_writer, "tau_g"))
+        if config.publish_predicted_acceleration:
+            offered.append((TOPIC_PREDICTED_ACCELERATION, False, self.acceleration_trajectory, acceleration_writer,
+                            "qdd_pred"))
+        if self.floating_base and config.publish_base_outputs:
+            offered.append((TOPIC_BASE_WRENCH, True, self.wrench, wrench_writer, "base_wrench"))
+            offered.append((TOPIC_BASE_ACCELERATION, True, self.accel, accel_writer, "base_acc_pred"))
+        self._offered = tuple(offered)
 
     def build(self, out: PipelineOutput) -> dict[str, Any]:
+        self._set_stamp(out.stamp_ns)
         msgs = {c.topic: self._refill(c) for c in self.contents(out)}
         if out.collision is not None:
             msgs[TOPIC_COLLISION] = self.collision_state(out.collision)
         return msgs
 
+    def _set_stamp(self, stamp_ns: int) -> None:
+        """The stamp every refilled message's header holds (:meth:`_refill`)."""
+        stamp = self._stamp
+        stamp.sec, stamp.nanosec = divmod(int(stamp_ns), NS_PER_S)
+
     def contents(self, out: PipelineOutput, wanted: Callable[[str], bool] = every_topic) -> list[Content]:
         """What :meth:`build` writes into each output message but ``collision``, for the topics
-        ``wanted`` (by default all), asked in build's order; sets the shared stamp to ``out``'s.
-        The values of a topic not wanted are not computed (the command's gather, the contact
-        wrenches' transformation)."""
+        ``wanted`` (by default all), asked in build's order. The values of a topic not wanted are
+        not computed (the command's gather, the contact wrenches' transformation)."""
         cfg, res = self.config, out.outputs
-        stamp = self._stamp
-        stamp.sec, stamp.nanosec = divmod(int(out.stamp_ns), NS_PER_S)
         frame, base = out.frame_id, out.base_frame
         todo: list[Content] = []
-        offered: list[tuple[str, str | None, Make, Writer, FloatArray | None]] = []
-        if cfg.publish_feedforward:
-            offered.append((TOPIC_FEEDFORWARD, frame, self.torque_state, effort_writer, res.tau_ff))
-        if cfg.publish_gravity:
-            offered.append((TOPIC_GRAVITY, frame, self.torque_state, effort_writer, res.tau_g))
-        if cfg.publish_predicted_acceleration:
-            offered.append((TOPIC_PREDICTED_ACCELERATION, frame, self.acceleration_trajectory,
-                            acceleration_writer, res.qdd_pred))
-        if self.floating_base and cfg.publish_base_outputs:
-            offered.append((TOPIC_BASE_WRENCH, base, self.wrench, wrench_writer, res.base_wrench))
-            offered.append((TOPIC_BASE_ACCELERATION, base, self.accel, accel_writer, res.base_acc_pred))
-        for topic, at, make, writer, values in offered:
+        for topic, at_base, make, writer, field in self._offered:
+            values = getattr(res, field)
             if values is not None and wanted(topic):
-                todo.append(Content(topic, at, make, writer, values))
+                todo.append(Content(topic, base if at_base else frame, make, writer, values))
         if cfg.publish_effort_command and wanted(TOPIC_EFFORT_COMMAND):
             todo.append(Content(TOPIC_EFFORT_COMMAND, None, self._command, data_writer,
                                 np.asarray(res.tau_ff)[self.command_index]))
@@ -214,9 +222,9 @@ class OutputMessageFactory:
         return todo
 
     def _refill(self, content: Content) -> Any:
-        """The topic's message holding the content's values under the shared stamp, in the
-        header of its frame (None: a message without a header): made by ``content.make`` at the
-        first call, then written by what ``content.writer(message)`` returned then."""
+        """The topic's message holding the content's values under the shared stamp (:meth:`_set_stamp`),
+        in the header of its frame (None: a message without a header): made by ``content.make`` at
+        the first call, then written by what ``content.writer(message)`` returned then."""
         topic, frame = content.topic, content.frame
         reused = self._reused.get(topic)
         if reused is None:
@@ -309,12 +317,15 @@ class SerializedOutputs:
 
     def encode(self, out: PipelineOutput, wanted: Callable[[str], bool] = every_topic) -> dict[str, Any]:
         """{topic: CDR bytes (or a message object, see above)} of the topics ``wanted``."""
-        factory = self.factory
+        factory, stamp_ns = self.factory, out.stamp_ns
         msgs: dict[str, Any] = {}
         for content in factory.contents(out, wanted):
             layout = self._layout(content)
-            msgs[content.topic] = factory._refill(content) if layout is None else \
-                layout.patch(out.stamp_ns, content.values)
+            if layout is None:
+                factory._set_stamp(stamp_ns)
+                msgs[content.topic] = factory._refill(content)
+            else:
+                msgs[content.topic] = layout.patch(stamp_ns, content.values)
         if out.collision is not None and wanted(TOPIC_COLLISION):
             msgs[TOPIC_COLLISION] = factory.collision_state(out.collision)
         return msgs
@@ -337,6 +348,7 @@ class SerializedOutputs:
 
 
 _PROBE_STAMP_NS = 1_234_567_890 * NS_PER_S + 987_654_321
+_STAMP = struct.Struct("<iI")  # a header's stamp: int32 sec, uint32 nanosec
 
 
 class CdrLayout:
@@ -364,7 +376,7 @@ class CdrLayout:
 
     def patch(self, stamp_ns: int, values: FloatArray) -> bytes:
         if self.stamped:
-            struct.pack_into("<iI", self._buf, 4, *divmod(int(stamp_ns), NS_PER_S))
+            _STAMP.pack_into(self._buf, 4, *divmod(int(stamp_ns), NS_PER_S))
         self._values[self._slots] = values
         return bytes(self._buf)
 
