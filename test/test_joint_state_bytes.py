@@ -201,3 +201,34 @@ def test_node_and_replay_refuse_a_layout_on_the_same_disagreements() -> None:
             assert arrays.names == tuple(want.name) and arrays.frame_id == (want.header.frame_id,), what
             assert all(np.asarray(getattr(arrays, f))[0].tobytes() == np.asarray(getattr(want, f)).tobytes()
                        for f in ("position", "velocity", "effort")), what
+
+
+@pytest.mark.parametrize("little_endian", [True, False], ids=["little-endian", "big-endian"])
+def test_decoding_from_the_bytes_grid_equals_decoding_the_deserialized_message(little_endian: bool) -> None:
+    """pipeline.decode gathers a joint state read from its bytes straight from their float64 grid
+    (JointStateFields.grid); for every awkward message, and models whose joints it has in another
+    order, lacks or has among 300, that decoding equals the decoding of rosbags' deserialization
+    of the same bytes, bit for bit (or the same skip reason)."""
+    from types import SimpleNamespace
+
+    from liedyn_ros.pipeline.decode import JointSample, JointStateDecoder
+
+    models = [("panda_joint3", "panda_joint1", "panda_joint7"), ("j5", "j299", "j0"), ("épaule", "コ")]
+    decoders = [JointStateDecoder(SimpleNamespace(joint_names=names)) for names in models]
+    reader, gridded = JointStateBytes(lambda d: TS.deserialize_cdr(d, JS)), 0
+    for what, msg in awkward(np.random.default_rng(5)).items():
+        data = bytes(TS.serialize_cdr(msg, JS, little_endian=little_endian))
+        got, want = reader.read(data), TS.deserialize_cdr(data, JS)
+        gridded += got.grid is not None
+        for decoder in decoders:
+            a, b = decoder.decode(got), decoder.decode(want)
+            assert type(a) is type(b), what
+            if isinstance(b, JointSample):
+                assert (a.stamp_ns, a.frame_id) == (b.stamp_ns, b.frame_id), what
+                for x, y in ((a.q, b.q), (a.qd, b.qd), (a.effort, b.effort)):
+                    assert (x is None and y is None) or x.tobytes() == y.tobytes(), what
+            else:
+                assert a is b, what
+    # the grid serves this machine's byte order alone, and one value per name in position and velocity
+    # (plain, empty effort, NaN, many joints, non-ASCII names, frame padding)
+    assert gridded == (6 if little_endian else 0)
