@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 
 from ..model import Model
 from .parameters import parameter_labels
@@ -73,6 +72,8 @@ def independent_columns(W: np.ndarray, tol: float = 1e-8) -> tuple[np.ndarray, n
     are columns of rounding noise (norm below ZERO_COLUMN x the largest: scaled to unit norm, noise
     would look independent, as Panda's link 2 m c_z did, an exact zero computed as 5e-15).
     """
+    import scipy.linalg  # here, not at the top: 0.25 s of every start of the node, which never calls this
+
     s = np.linalg.norm(W, axis=0)
     s = np.where(s > ZERO_COLUMN * s.max(initial=0.0), s, np.inf)  # noise scaled to exact zeros
     _, R, E = scipy.linalg.qr(W / s, mode="economic", pivoting=True)
