@@ -259,6 +259,19 @@ def check_forces(contacts: Contacts, normal: FloatArray, tangential: FloatArray,
     return np.asarray(pulling), np.asarray(slipping)
 
 
+def check_forces_one(contacts: Contacts, normal: FloatArray, tangential: FloatArray,
+                     active: BoolArray) -> tuple[BoolArray, BoolArray]:
+    """check_forces of one sample ((k,) arrays). A force along the normal above zero and a size across
+    it at most mu times that is neither pulling nor slipping by check_forces' tolerances, so when every
+    active contact passes that, in Python floats (a sample's few contacts: cheaper than numpy's calls),
+    the verdict is contacts.clear without check_forces."""
+    mu = contacts.mu
+    if all(not on or (f > 0.0 and t <= mu * f) for on, f, t in zip(active.tolist(), normal.tolist(),
+                                                                      tangential.tolist())):
+        return contacts.clear, contacts.clear
+    return check_forces(contacts, normal, tangential, active)
+
+
 def centre_of_pressure(wrench: FloatArray) -> FloatArray:
     """The centre of pressure (..., 2) of flat-contact wrenches (..., 6), (m, f) about the contact
     point in the contact frame (z the sole normal): the point of the sole plane about which the

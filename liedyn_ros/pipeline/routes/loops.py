@@ -48,7 +48,7 @@ from liedyn_ros.pipeline.config import FloatArray
 from liedyn_ros.pipeline.contacts import (
     UNBALANCED_RTOL,
     ContactChecks,
-    check_forces,
+    check_forces_one,
     check_wrenches,
     contact_wrenches,
 )
@@ -144,12 +144,7 @@ class LoopRoute(Unchecked):
         wrench = contact_wrenches(contacts, out[nv + 2 * n:nv + 2 * n + loops.m_contacts])
         wrench[~contact_active] = 0.0
         normal, tangential = out[at:at + kc], out[at + k:at + k + kc]
-        mu = contacts.mu
-        if all(not on or (f > 0.0 and t <= mu * f) for on, f, t in zip(contact_active.tolist(), normal.tolist(),
-                                                                          tangential.tolist())):
-            pulling = slipping = contacts.clear  # every active contact inside its cone: check_forces' verdict
-        else:
-            pulling, slipping = check_forces(contacts, normal, tangential, contact_active)
+        pulling, slipping = check_forces_one(contacts, normal, tangential, contact_active)
         return outputs._replace(contact_active=contact_active, contact_wrench=wrench,
                                 checks=ContactChecks(pulling, slipping, unbalanced))
 
